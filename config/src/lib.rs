@@ -1,0 +1,1 @@
+//! Configuration. (Filled in by the live-appliance task.)

@@ -1,0 +1,3 @@
+//! The per-worker flow table: bidirectional keys, expiry, records.
+
+pub mod record;

@@ -1,0 +1,140 @@
+//! A finished (or periodically reported) flow: what the table hands to the
+//! outputs and the exporter.
+
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::time::Timestamp;
+
+/// Which way a packet travels within its flow. Client = the SYN sender (or
+/// the guessed initiator, see `FlowRecord::direction_guessed`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dir {
+    C2S,
+    S2C,
+}
+
+impl Dir {
+    pub fn reverse(self) -> Dir {
+        match self {
+            Dir::C2S => Dir::S2C,
+            Dir::S2C => Dir::C2S,
+        }
+    }
+
+    pub fn index(self) -> usize {
+        match self {
+            Dir::C2S => 0,
+            Dir::S2C => 1,
+        }
+    }
+}
+
+/// Why a record was emitted. Values follow IPFIX `flowEndReason` (IE 136)
+/// where one exists, so the exporter maps them 1:1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// No packet for the inactive timeout (IE 136 value 1).
+    Idle,
+    /// Active timeout: the flow goes on, this is a periodic report (2).
+    Active,
+    /// TCP FIN both ways or RST, after the linger time (3).
+    End,
+    /// End of input or shutdown (4, "forced end").
+    Forced,
+    /// Evicted because the table was full (5, "lack of resources").
+    Evicted,
+}
+
+impl EndReason {
+    /// IPFIX flowEndReason (IE 136) code.
+    pub fn ipfix_code(self) -> u8 {
+        match self {
+            EndReason::Idle => 1,
+            EndReason::Active => 2,
+            EndReason::End => 3,
+            EndReason::Forced => 4,
+            EndReason::Evicted => 5,
+        }
+    }
+}
+
+/// Per-direction counters of one record (for its own interval when the flow
+/// is reported periodically).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DirStats {
+    pub packets: u64,
+    /// IP bytes (IPv4 total length, IPv6 payload length + 40).
+    pub bytes: u64,
+    /// OR of the TCP flags seen in this direction (IPFIX tcpControlBits).
+    #[serde(skip)]
+    pub tcp_flags: u8,
+    /// Retransmissions of any kind (= fast + spurious + other).
+    pub retrans: u32,
+    pub retrans_fast: u32,
+    pub retrans_spurious: u32,
+    pub retrans_other: u32,
+    pub ooo: u32,
+    pub keepalive: u32,
+    pub dup_ack: u32,
+}
+
+/// Network performance metrics of one record, microseconds. `None` = not
+/// measured (exported as null / absent), never a fake 0, except where
+/// `npm-metrics.md` says 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Npm {
+    pub rtt_us: Option<u32>,
+    pub server_net_us: Option<u32>,
+    pub client_net_us: Option<u32>,
+    /// SRT per spec §2 (`max(0, Δt_rr − t_snt)` of the first request/response
+    /// pair for TCP; `Δt_rr` for DNS); `Some(0)` for TCP/DNS flows with no
+    /// measurement, `None` for flows SRT does not apply to.
+    pub srt_us: Option<u32>,
+    pub srt_count: u32,
+    pub srt_min_us: Option<u32>,
+    pub srt_mean_us: Option<u32>,
+    pub srt_max_us: Option<u32>,
+    pub tls: bool,
+}
+
+/// One flow record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowRecord {
+    pub client_addr: IpAddr,
+    pub client_port: u16,
+    pub server_addr: IpAddr,
+    pub server_port: u16,
+    pub proto: u8,
+    pub vlan: Option<u16>,
+    /// True when the client/server roles were inferred (no SYN/SYN+ACK or DNS
+    /// port seen), see `flow::key`.
+    pub direction_guessed: bool,
+    /// First and last packet of this record's interval.
+    pub start: Timestamp,
+    pub end: Timestamp,
+    pub end_reason: EndReason,
+    /// First packet's TOS/traffic class.
+    pub tos: u8,
+    pub c2s: DirStats,
+    pub s2c: DirStats,
+    pub npm: Npm,
+    /// Which record of this flow this is (0 for the first; active-timeout
+    /// reports increase it), so collectors can stitch long flows.
+    pub seq_in_flow: u32,
+}
+
+impl FlowRecord {
+    pub fn dir(&self, d: Dir) -> &DirStats {
+        match d {
+            Dir::C2S => &self.c2s,
+            Dir::S2C => &self.s2c,
+        }
+    }
+
+    pub fn is_ipv6(&self) -> bool {
+        self.client_addr.is_ipv6()
+    }
+}

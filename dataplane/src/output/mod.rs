@@ -1,0 +1,1 @@
+//! Human and machine-readable record output (JSON lines, table, CSV).

@@ -1,0 +1,1 @@
+//! Zero-copy header views. (Stub: the parser task fills this in.)

@@ -1,0 +1,1 @@
+//! pcap / pcapng file reader. (Stub: the capture-input task fills this in.)

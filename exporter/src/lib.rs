@@ -1,0 +1,1 @@
+//! IPFIX / NetFlow v9 exporter. (Filled in by the exporter task.)

@@ -1,1 +1,54 @@
-fn main() {}
+//! `xdprobe`: the command-line edge. Errors are `anyhow` here and typed
+//! (`thiserror`) in the library crates.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+#[derive(Parser)]
+#[command(name = "xdprobe", version, about = "Passive flow probe with network performance metrics")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Read a pcap/pcapng file and print (and optionally export) its flow records.
+    Pcap(cmd::pcap::PcapArgs),
+    /// Run the probe's main job on a built-in default, no NIC or collector needed.
+    Demo(cmd::demo::DemoArgs),
+    /// Run the live appliance from a config file (foreground, for systemd).
+    Run(cmd::run::RunArgs),
+    /// Validate a config file; exit 2 with the key and line of every error.
+    CheckConfig(cmd::check_config::CheckConfigArgs),
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Pcap(a) => cmd::pcap::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::CheckConfig(a) => cmd::check_config::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xdprobe: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("XDPROBE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

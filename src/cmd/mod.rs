@@ -1,0 +1,6 @@
+//! One module per subcommand.
+
+pub mod check_config;
+pub mod demo;
+pub mod pcap;
+pub mod run;

@@ -15,6 +15,9 @@ pub mod output;
 pub mod parse;
 pub mod source;
 pub mod time;
+pub mod worker;
 
 pub use flow::record::{Dir, EndReason, FlowRecord};
 pub use time::Timestamp;
+pub use worker::{Worker, WorkerStats};
+pub use flow::FlowConfig;

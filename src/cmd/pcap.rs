@@ -1,10 +1,162 @@
-//! `xdprobe pcap FILE`.
+//! `xdprobe pcap FILE`: a capture file through the same worker the live path
+//! uses, records printed and/or exported.
 
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
-#[derive(clap::Args)]
-pub struct PcapArgs {}
+use anyhow::Context;
+use clap::ValueEnum;
+use xdprobe_dataplane::output::{Format, RecordWriter};
+use xdprobe_dataplane::source::pcap::PcapReader;
+use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker, WorkerStats};
 
-pub fn run(_args: PcapArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FormatArg {
+    /// One JSON object per record per line.
+    Json,
+    /// Aligned columns for a terminal.
+    Table,
+    /// CSV with a header line.
+    Csv,
+    /// No record output (export only, or just the summary).
+    None,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PcapArgs {
+    /// pcap or pcapng file.
+    pub file: PathBuf,
+    /// Record output on stdout.
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: FormatArg,
+    #[command(flatten)]
+    pub flow: FlowArgs,
+    /// Print a summary (packets, flows, drop reasons) to stderr at the end.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+/// Flow-table settings shared by the offline commands.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FlowArgs {
+    /// End a flow after this long without packets (e.g. 30s, 2m).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// Report long flows every this long; they go on.
+    #[arg(long, default_value = "300s", value_parser = parse_duration)]
+    pub active_timeout: Duration,
+    /// Linger after TCP FIN both ways / RST for late packets.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub tcp_linger: Duration,
+    /// Flows held at once; the least recently seen is evicted beyond it.
+    #[arg(long, default_value_t = 262_144)]
+    pub capacity: usize,
+    /// Do not compute NPM metrics (to measure their cost).
+    #[arg(long)]
+    pub no_npm: bool,
+}
+
+impl FlowArgs {
+    pub fn flow_config(&self) -> FlowConfig {
+        FlowConfig {
+            capacity: self.capacity,
+            idle_timeout: self.idle_timeout,
+            active_timeout: self.active_timeout,
+            tcp_linger: self.tcp_linger,
+            npm: !self.no_npm,
+            ..FlowConfig::default()
+        }
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    xdprobe_config::parse_duration(s).map_err(|e| e.to_string())
+}
+
+pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
+    let mut reader =
+        PcapReader::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
+    let format = match args.format {
+        FormatArg::Json => Some(Format::Json),
+        FormatArg::Table => Some(Format::Table),
+        FormatArg::Csv => Some(Format::Csv),
+        FormatArg::None => None,
+    };
+    let stdout = io::stdout().lock();
+    let mut writer = format.map(|f| RecordWriter::new(BufWriter::with_capacity(1 << 16, stdout), f));
+    let mut out_err: Option<io::Error> = None;
+    let mut emit = |rec: FlowRecord| {
+        if out_err.is_some() {
+            return;
+        }
+        if let Some(w) = writer.as_mut()
+            && let Err(e) = w.write(&rec)
+        {
+            out_err = Some(e);
+        }
+    };
+
+    let started = Instant::now();
+    let mut worker = Worker::new(&args.flow.flow_config());
+    let read_result = loop {
+        match reader.next_packet() {
+            Ok(Some(p)) => worker.on_frame(p.link, p.data, p.wire_len, p.ts, &mut emit),
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    // Flows seen so far are emitted even when the file is cut or corrupt.
+    worker.flush(&mut emit);
+    let elapsed = started.elapsed();
+    drop(emit);
+    if let Some(w) = writer.as_mut()
+        && out_err.is_none()
+        && let Err(e) = w.flush()
+    {
+        out_err = Some(e);
+    }
+    match out_err {
+        Some(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+        Some(e) => return Err(e).context("writing records"),
+        None => {}
+    }
+    let stats = worker.stats();
+    if args.stats {
+        print_summary(&stats, elapsed);
+    }
+    match read_result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!(
+                "xdprobe: error: {}: {e} ({} packets read before it; their flows were emitted)",
+                args.file.display(),
+                stats.frames
+            );
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+pub fn print_summary(s: &WorkerStats, elapsed: Duration) {
+    let mut e = io::stderr().lock();
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let _ = writeln!(
+        e,
+        "frames {}  used {}  flows {}  records {}  evicted {}  in {:.3} s ({:.2} Mpps)",
+        s.frames,
+        s.table.packets,
+        s.table.flows_created,
+        s.table.records,
+        s.table.evicted,
+        secs,
+        s.frames as f64 / secs / 1e6
+    );
+    for (name, n) in s.drops.iter().filter(|(_, n)| *n > 0) {
+        let _ = writeln!(e, "  dropped {name}: {n}");
+    }
+    if s.frag_unattributed > 0 {
+        let _ = writeln!(e, "  fragments without their first fragment: {}", s.frag_unattributed);
+    }
 }

@@ -1,0 +1,407 @@
+//! One worker's flow table: a pre-sized slab of flows, a hashbrown index over
+//! it, and time-ordered lists for expiry. No locks, no allocation after
+//! construction (the slab, index and free list are sized from the config).
+//!
+//! Memory per flow: `size_of::<Flow>()` in the slab plus 4 bytes of index and
+//! 1 control byte in the `HashTable` (sized for the capacity at 7/8 load);
+//! `flow::table::tests::memory_per_flow` prints and bounds it.
+
+use std::hash::BuildHasher;
+use std::time::Duration;
+
+use hashbrown::HashTable;
+
+use super::frag::FragTable;
+use super::key::{FlowKey, Roles, Side};
+use super::lru::{Heads, ListId, Linked, Links};
+use super::record::{Dir, DirStats, EndReason, FlowRecord, Npm};
+use crate::metrics::L4Metrics;
+use crate::parse::{Fragment, L4, PacketMeta, TcpFlags};
+use crate::time::Timestamp;
+
+/// Flow table settings (validated by the config crate; these are the
+/// defaults an operator gets without a config file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowConfig {
+    /// Flows this worker holds at once; the oldest is evicted beyond it.
+    pub capacity: usize,
+    /// No packet for this long ends a flow (`EndReason::Idle`).
+    pub idle_timeout: Duration,
+    /// A flow older than this is reported and goes on (`EndReason::Active`).
+    pub active_timeout: Duration,
+    /// After FIN both ways or RST, late packets (last ACK, retransmitted FIN)
+    /// still count in the flow for this long.
+    pub tcp_linger: Duration,
+    /// Compute NPM metrics (RTT, SRT, retransmissions). Off only to measure
+    /// their cost.
+    pub npm: bool,
+    /// Datagrams whose first fragment is remembered at once.
+    pub frag_capacity: usize,
+}
+
+impl Default for FlowConfig {
+    fn default() -> Self {
+        FlowConfig {
+            capacity: 262_144,
+            idle_timeout: Duration::from_secs(30),
+            active_timeout: Duration::from_secs(300),
+            tcp_linger: Duration::from_secs(2),
+            npm: true,
+            frag_capacity: 4096,
+        }
+    }
+}
+
+/// Per-direction counters kept in a flow (the rest of `DirStats` comes from
+/// the metric trackers at export).
+#[derive(Clone, Copy, Debug, Default)]
+struct Counters {
+    packets: u64,
+    bytes: u64,
+    flags: u8,
+}
+
+#[derive(Clone, Debug)]
+struct Flow {
+    key: FlowKey,
+    hash: u64,
+    links: Links,
+    client: Side,
+    guessed: bool,
+    tos: u8,
+    fin: [bool; 2],
+    closing: bool,
+    seq_in_flow: u32,
+    /// First and last packet of the current interval.
+    first: Timestamp,
+    last: Timestamp,
+    /// Start of the current interval for the active timeout.
+    anchor: Timestamp,
+    close_deadline: Timestamp,
+    dirs: [Counters; 2],
+    metrics: L4Metrics,
+}
+
+impl Flow {
+    fn dir_of(&self, side: Side) -> Dir {
+        if side == self.client { Dir::C2S } else { Dir::S2C }
+    }
+
+    fn record(&self, reason: EndReason) -> FlowRecord {
+        let (client_addr, client_port) = self.key.endpoint(self.client);
+        let (server_addr, server_port) = self.key.endpoint(self.client.other());
+        let dir = |c: &Counters| DirStats {
+            packets: c.packets,
+            bytes: c.bytes,
+            tcp_flags: c.flags,
+            ..DirStats::default()
+        };
+        let mut rec = FlowRecord {
+            client_addr,
+            client_port,
+            server_addr,
+            server_port,
+            proto: self.key.proto,
+            vlan: self.key.vlan,
+            direction_guessed: self.guessed,
+            start: self.first,
+            end: self.last,
+            end_reason: reason,
+            tos: self.tos,
+            c2s: dir(&self.dirs[0]),
+            s2c: dir(&self.dirs[1]),
+            npm: Npm::default(),
+            seq_in_flow: self.seq_in_flow,
+        };
+        self.metrics.fill(&mut rec);
+        rec
+    }
+
+    fn packets(&self) -> u64 {
+        self.dirs[0].packets + self.dirs[1].packets
+    }
+}
+
+struct Slab(Vec<Flow>);
+
+impl Linked for Slab {
+    #[inline]
+    fn links(&mut self, idx: u32) -> &mut Links {
+        &mut self.0[idx as usize].links
+    }
+}
+
+/// Counters of the table itself (summed across workers when read).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    pub packets: u64,
+    pub bytes: u64,
+    pub flows_created: u64,
+    pub records: u64,
+    /// Flows ended early because the table was full.
+    pub evicted: u64,
+}
+
+pub struct FlowTable {
+    cfg_idle_ns: u64,
+    cfg_active_ns: u64,
+    cfg_linger_ns: u64,
+    npm: bool,
+    capacity: usize,
+    index: HashTable<u32>,
+    hasher: hashbrown::DefaultHashBuilder,
+    slab: Slab,
+    free: Vec<u32>,
+    lists: Heads,
+    frags: FragTable,
+    /// Latest packet time seen: expiry runs on packet time, never the clock,
+    /// and never goes backwards when a capture's timestamps do.
+    now: Timestamp,
+    stats: TableStats,
+}
+
+fn dur_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl FlowTable {
+    pub fn new(cfg: &FlowConfig) -> Self {
+        let capacity = cfg.capacity.clamp(1, u32::MAX as usize - 1);
+        FlowTable {
+            cfg_idle_ns: dur_ns(cfg.idle_timeout),
+            cfg_active_ns: dur_ns(cfg.active_timeout),
+            cfg_linger_ns: dur_ns(cfg.tcp_linger),
+            npm: cfg.npm,
+            capacity,
+            index: HashTable::with_capacity(capacity),
+            hasher: hashbrown::DefaultHashBuilder::default(),
+            slab: Slab(Vec::with_capacity(capacity)),
+            free: Vec::with_capacity(capacity),
+            lists: Heads::default(),
+            frags: FragTable::new(cfg.frag_capacity),
+            now: Timestamp::ZERO,
+            stats: TableStats::default(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    pub fn stats(&self) -> TableStats {
+        self.stats
+    }
+
+    pub fn frag_stats(&self) -> super::frag::FragStats {
+        self.frags.stats
+    }
+
+    /// Accounts one parsed packet captured at `ts`; finished records go to
+    /// `out` (expiry runs first, on packet time).
+    #[inline]
+    pub fn process(&mut self, pkt: &PacketMeta<'_>, ts: Timestamp, out: &mut impl FnMut(FlowRecord)) {
+        if ts > self.now {
+            self.now = ts;
+            self.expire(out);
+        }
+        let now = self.now;
+        self.stats.packets += 1;
+        self.stats.bytes += u64::from(pkt.ip_len);
+
+        let (sport, dport) = match pkt.fragment {
+            Fragment::None => (pkt.src_port, pkt.dst_port),
+            Fragment::First { id } => {
+                self.frags.first(pkt.src, pkt.dst, pkt.proto, id, pkt.src_port, pkt.dst_port, now);
+                (pkt.src_port, pkt.dst_port)
+            }
+            Fragment::Later { id, more, .. } => {
+                self.frags.later(pkt.src, pkt.dst, pkt.proto, id, more, now)
+            }
+        };
+        let (key, side) = FlowKey::canonical(pkt.src, sport, pkt.dst, dport, pkt.proto, pkt.vlan);
+        let hash = self.hasher.hash_one(key);
+
+        let mut idx = self.lookup(&key, hash);
+        if let Some(i) = idx {
+            // A new connection on the 5-tuple of one that is closing.
+            let f = &self.slab.0[i as usize];
+            if f.closing && matches!(pkt.l4, L4::Tcp(t) if t.flags.is_syn_only()) {
+                self.end(i, EndReason::End, out);
+                idx = None;
+            }
+        }
+        let i = match idx {
+            Some(i) => i,
+            None => self.insert(key, hash, side, pkt, ts, out),
+        };
+
+        let linger = self.cfg_linger_ns;
+        let f = &mut self.slab.0[i as usize];
+        let dir = f.dir_of(side);
+        if f.packets() == 0 {
+            f.first = ts;
+            f.last = ts;
+        }
+        f.first = f.first.min(ts);
+        f.last = f.last.max(ts);
+        let c = &mut f.dirs[dir.index()];
+        c.packets += 1;
+        c.bytes += u64::from(pkt.ip_len);
+        let mut now_closing = false;
+        if let L4::Tcp(t) = pkt.l4 {
+            c.flags |= t.flags.bits();
+            if t.flags.contains(TcpFlags::FIN) {
+                f.fin[dir.index()] = true;
+            }
+            if !f.closing && (t.flags.contains(TcpFlags::RST) || (f.fin[0] && f.fin[1])) {
+                f.closing = true;
+                f.close_deadline = now.saturating_add_nanos(linger);
+                now_closing = true;
+            }
+        }
+        f.metrics.on_packet(dir, pkt, ts);
+        self.lists.move_to_back(&mut self.slab, ListId::Lru, i);
+        if now_closing {
+            self.lists.push_back(&mut self.slab, ListId::Closing, i);
+        }
+    }
+
+    #[inline]
+    fn lookup(&self, key: &FlowKey, hash: u64) -> Option<u32> {
+        let slab = &self.slab.0;
+        self.index
+            .find(hash, |&i| slab[i as usize].key == *key)
+            .copied()
+    }
+
+    fn insert(
+        &mut self,
+        key: FlowKey,
+        hash: u64,
+        side: Side,
+        pkt: &PacketMeta<'_>,
+        ts: Timestamp,
+        out: &mut impl FnMut(FlowRecord),
+    ) -> u32 {
+        if self.index.len() >= self.capacity
+            && let Some(oldest) = self.lists.head(ListId::Lru)
+        {
+            self.stats.evicted += 1;
+            self.end(oldest, EndReason::Evicted, out);
+        }
+        let roles = Roles::decide(pkt, side);
+        let server_port = key.endpoint(roles.client.other()).1;
+        let metrics = if self.npm {
+            L4Metrics::for_flow(pkt, server_port)
+        } else {
+            L4Metrics::None
+        };
+        let flow = Flow {
+            key,
+            hash,
+            links: Links::default(),
+            client: roles.client,
+            guessed: roles.guessed,
+            tos: pkt.tos,
+            fin: [false; 2],
+            closing: false,
+            seq_in_flow: 0,
+            first: ts,
+            last: ts,
+            anchor: self.now,
+            close_deadline: Timestamp::ZERO,
+            dirs: [Counters::default(); 2],
+            metrics,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slab.0[i as usize] = flow;
+                i
+            }
+            None => {
+                self.slab.0.push(flow);
+                (self.slab.0.len() - 1) as u32
+            }
+        };
+        let slab = &self.slab.0;
+        let hasher = |&j: &u32| slab[j as usize].hash;
+        self.index.insert_unique(hash, i, hasher);
+        self.lists.push_back(&mut self.slab, ListId::Lru, i);
+        self.lists.push_back(&mut self.slab, ListId::Active, i);
+        self.stats.flows_created += 1;
+        i
+    }
+
+    /// Emits the final record of flow `i` (if it has packets not yet
+    /// reported) and frees its slot.
+    fn end(&mut self, i: u32, reason: EndReason, out: &mut impl FnMut(FlowRecord)) {
+        let f = &self.slab.0[i as usize];
+        if f.packets() > 0 {
+            self.stats.records += 1;
+            out(f.record(reason));
+        }
+        let hash = f.hash;
+        if let Ok(e) = self.index.find_entry(hash, |&j| j == i) {
+            e.remove();
+        }
+        self.lists.remove_all(&mut self.slab, i);
+        // Drop the metric state now rather than when the slot is reused.
+        self.slab.0[i as usize].metrics = L4Metrics::None;
+        self.free.push(i);
+    }
+
+    /// Runs every expiry whose time has come at `self.now`.
+    fn expire(&mut self, out: &mut impl FnMut(FlowRecord)) {
+        let now = self.now;
+        while let Some(i) = self.lists.head(ListId::Closing) {
+            if self.slab.0[i as usize].close_deadline > now {
+                break;
+            }
+            self.end(i, EndReason::End, out);
+        }
+        while let Some(i) = self.lists.head(ListId::Lru) {
+            if now.nanos_since(self.slab.0[i as usize].last) < self.cfg_idle_ns {
+                break;
+            }
+            self.end(i, EndReason::Idle, out);
+        }
+        while let Some(i) = self.lists.head(ListId::Active) {
+            let f = &mut self.slab.0[i as usize];
+            if now.nanos_since(f.anchor) < self.cfg_active_ns {
+                break;
+            }
+            if f.packets() > 0 {
+                self.stats.records += 1;
+                out(f.record(EndReason::Active));
+            }
+            f.dirs = [Counters::default(); 2];
+            f.metrics.reset_interval();
+            f.seq_in_flow = f.seq_in_flow.wrapping_add(1);
+            f.anchor = now;
+            self.lists.move_to_back(&mut self.slab, ListId::Active, i);
+        }
+    }
+
+    /// Advances packet time without a packet (a live worker calls this when
+    /// its queue is quiet, with the current capture-clock time).
+    pub fn tick(&mut self, now: Timestamp, out: &mut impl FnMut(FlowRecord)) {
+        if now > self.now {
+            self.now = now;
+            self.expire(out);
+        }
+    }
+
+    /// Ends every flow (end of input, shutdown), oldest first.
+    pub fn flush(&mut self, out: &mut impl FnMut(FlowRecord)) {
+        while let Some(i) = self.lists.head(ListId::Lru) {
+            self.end(i, EndReason::Forced, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,253 @@
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use super::*;
+use crate::parse::{TcpMeta, TcpOptions};
+
+const C: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+const S: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
+const MS: u64 = 1_000_000;
+
+fn tcp(src: IpAddr, sp: u16, dst: IpAddr, dp: u16, flags: TcpFlags) -> PacketMeta<'static> {
+    PacketMeta {
+        vlan: None,
+        src,
+        dst,
+        proto: 6,
+        ip_len: 40,
+        tos: 0,
+        ttl: 64,
+        fragment: Fragment::None,
+        src_port: sp,
+        dst_port: dp,
+        l4: L4::Tcp(TcpMeta {
+            seq: 1,
+            ack: 1,
+            flags,
+            window: 100,
+            options: TcpOptions::default(),
+        }),
+        payload_len: 0,
+        payload: &[],
+    }
+}
+
+fn udp(src: IpAddr, sp: u16, dst: IpAddr, dp: u16, len: u32) -> PacketMeta<'static> {
+    PacketMeta {
+        proto: 17,
+        l4: L4::Udp,
+        ip_len: len,
+        ..tcp(src, sp, dst, dp, TcpFlags::empty())
+    }
+}
+
+fn cfg() -> FlowConfig {
+    FlowConfig {
+        capacity: 4,
+        idle_timeout: Duration::from_secs(10),
+        active_timeout: Duration::from_secs(60),
+        tcp_linger: Duration::from_secs(1),
+        npm: false,
+        frag_capacity: 4,
+    }
+}
+
+fn run(t: &mut FlowTable, pkts: &[(u64, PacketMeta<'static>)]) -> Vec<FlowRecord> {
+    let mut out = vec![];
+    for (ms, p) in pkts {
+        t.process(p, Timestamp(ms * MS), &mut |r| out.push(r));
+    }
+    out
+}
+
+#[test]
+fn both_directions_meet_and_syn_sender_is_client() {
+    let mut t = FlowTable::new(&cfg());
+    let mut recs = run(
+        &mut t,
+        &[
+            (0, tcp(S, 80, C, 40000, TcpFlags::SYN)), // server-side port numbers do not matter: SYN sender is client
+            (1, tcp(C, 40000, S, 80, TcpFlags::SYN | TcpFlags::ACK)),
+            (2, tcp(S, 80, C, 40000, TcpFlags::ACK)),
+        ],
+    );
+    assert!(recs.is_empty());
+    t.flush(&mut |r| recs.push(r));
+    assert_eq!(recs.len(), 1);
+    let r = &recs[0];
+    assert_eq!((r.client_addr, r.client_port), (S, 80));
+    assert_eq!((r.server_addr, r.server_port), (C, 40000));
+    assert!(!r.direction_guessed);
+    assert_eq!((r.c2s.packets, r.s2c.packets), (2, 1));
+    assert_eq!((r.c2s.bytes, r.s2c.bytes), (80, 40));
+    assert_eq!(r.end_reason, EndReason::Forced);
+    assert_eq!((r.start, r.end), (Timestamp(0), Timestamp(2 * MS)));
+}
+
+#[test]
+fn mid_stream_flow_is_guessed_by_port() {
+    let mut t = FlowTable::new(&cfg());
+    let mut recs = run(&mut t, &[(0, tcp(S, 443, C, 51000, TcpFlags::ACK))]);
+    t.flush(&mut |r| recs.push(r));
+    let r = &recs[0];
+    assert!(r.direction_guessed);
+    assert_eq!(r.server_port, 443);
+    assert_eq!(r.s2c.packets, 1);
+}
+
+#[test]
+fn dns_port_decides_roles() {
+    let mut t = FlowTable::new(&cfg());
+    let mut recs = run(&mut t, &[(0, udp(S, 53, C, 53000, 90))]);
+    t.flush(&mut |r| recs.push(r));
+    assert!(!recs[0].direction_guessed);
+    assert_eq!(recs[0].server_port, 53);
+    assert_eq!(recs[0].s2c.bytes, 90);
+}
+
+#[test]
+fn idle_timeout_on_packet_time() {
+    let mut t = FlowTable::new(&cfg());
+    let recs = run(
+        &mut t,
+        &[
+            (0, udp(C, 51000, S, 2000, 50)),
+            (9_999, udp(C, 51001, S, 2000, 50)),
+            (10_000, udp(C, 51002, S, 2000, 50)), // flow 51000 idle for exactly 10 s
+        ],
+    );
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].client_port, 51000);
+    assert_eq!(recs[0].end_reason, EndReason::Idle);
+    assert_eq!(t.len(), 2);
+}
+
+#[test]
+fn active_timeout_reports_and_continues() {
+    let mut t = FlowTable::new(&cfg());
+    let mut pkts = vec![];
+    for s in 0..=130u64 {
+        pkts.push((s * 1000, udp(C, 51000, S, 2000, 10)));
+    }
+    let mut recs = run(&mut t, &pkts);
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    assert!(recs.iter().all(|r| r.end_reason == EndReason::Active));
+    assert_eq!(recs[0].c2s.packets, 60); // 0..59 s; the packet at 60 s starts interval 2
+    assert_eq!(recs[1].c2s.packets, 60);
+    assert_eq!((recs[0].seq_in_flow, recs[1].seq_in_flow), (0, 1));
+    t.flush(&mut |r| recs.push(r));
+    assert_eq!(recs[2].c2s.packets, 11);
+    assert_eq!(recs[2].end_reason, EndReason::Forced);
+    let total: u64 = recs.iter().map(|r| r.c2s.packets).sum();
+    assert_eq!(total, 131);
+    assert_eq!(recs[1].start, Timestamp(60_000 * MS));
+}
+
+#[test]
+fn fin_both_ways_ends_after_linger_and_late_ack_counts() {
+    let mut t = FlowTable::new(&cfg());
+    let recs = run(
+        &mut t,
+        &[
+            (0, tcp(C, 40000, S, 80, TcpFlags::SYN)),
+            (1, tcp(S, 80, C, 40000, TcpFlags::SYN | TcpFlags::ACK)),
+            (2, tcp(C, 40000, S, 80, TcpFlags::FIN | TcpFlags::ACK)),
+            (3, tcp(S, 80, C, 40000, TcpFlags::FIN | TcpFlags::ACK)),
+            (4, tcp(C, 40000, S, 80, TcpFlags::ACK)), // last ACK within linger
+            (2000, udp(C, 1, S, 2, 10)),              // time passes
+        ],
+    );
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].end_reason, EndReason::End);
+    assert_eq!(recs[0].c2s.packets, 3);
+    assert_eq!(recs[0].c2s.tcp_flags, (TcpFlags::SYN | TcpFlags::FIN | TcpFlags::ACK).bits());
+}
+
+#[test]
+fn rst_ends_and_syn_on_closing_tuple_starts_new_flow() {
+    let mut t = FlowTable::new(&cfg());
+    let recs = run(
+        &mut t,
+        &[
+            (0, tcp(C, 40000, S, 80, TcpFlags::SYN)),
+            (1, tcp(S, 80, C, 40000, TcpFlags::RST | TcpFlags::ACK)),
+            (2, tcp(C, 40000, S, 80, TcpFlags::SYN)), // port reuse within linger
+        ],
+    );
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].end_reason, EndReason::End);
+    assert_eq!(recs[0].c2s.packets + recs[0].s2c.packets, 2);
+    assert_eq!(t.len(), 1);
+}
+
+#[test]
+fn full_table_evicts_least_recently_seen() {
+    let mut t = FlowTable::new(&cfg());
+    let recs = run(
+        &mut t,
+        &[
+            (0, udp(C, 50001, S, 9, 10)),
+            (1, udp(C, 50002, S, 9, 10)),
+            (2, udp(C, 50003, S, 9, 10)),
+            (3, udp(C, 50004, S, 9, 10)),
+            (4, udp(C, 50001, S, 9, 10)), // refresh flow 1: flow 2 is now the oldest
+            (5, udp(C, 50005, S, 9, 10)),
+        ],
+    );
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].client_port, 50002);
+    assert_eq!(recs[0].end_reason, EndReason::Evicted);
+    assert_eq!(t.stats().evicted, 1);
+    assert_eq!(t.len(), 4);
+}
+
+#[test]
+fn later_fragments_join_first_fragment_flow() {
+    let mut t = FlowTable::new(&cfg());
+    let first = PacketMeta {
+        fragment: Fragment::First { id: 77 },
+        ..udp(C, 5353, S, 53, 1500)
+    };
+    let later = PacketMeta {
+        fragment: Fragment::Later {
+            id: 77,
+            offset: 185,
+            more: false,
+        },
+        src_port: 0,
+        dst_port: 0,
+        l4: L4::Fragment,
+        ..udp(C, 0, S, 0, 300)
+    };
+    let mut recs = run(&mut t, &[(0, first), (1, later), (2, later)]);
+    t.flush(&mut |r| recs.push(r));
+    assert_eq!(recs.len(), 2);
+    let dns = recs.iter().find(|r| r.server_port == 53).unwrap();
+    assert_eq!(dns.c2s.bytes, 1800);
+    // the second copy of the last fragment came after the datagram was complete
+    let orphan = recs.iter().find(|r| r.server_port == 0).unwrap();
+    assert_eq!(orphan.c2s.bytes + orphan.s2c.bytes, 300);
+    assert_eq!(t.frag_stats().unattributed, 1);
+}
+
+#[test]
+fn timestamps_going_backwards_do_not_expire_or_panic() {
+    let mut t = FlowTable::new(&cfg());
+    let mut recs = run(
+        &mut t,
+        &[(50_000, udp(C, 1, S, 2, 10)), (1_000, udp(C, 1, S, 2, 10))],
+    );
+    assert!(recs.is_empty());
+    t.flush(&mut |r| recs.push(r));
+    assert_eq!(recs[0].start, Timestamp(1_000 * MS));
+    assert_eq!(recs[0].end, Timestamp(50_000 * MS));
+}
+
+#[test]
+fn memory_per_flow() {
+    let slab = std::mem::size_of::<Flow>();
+    let index = std::mem::size_of::<u32>() + 1;
+    let total = slab + index * 8 / 7;
+    println!("flow slab entry {slab} B + index {index} B/7*8 => ~{total} B per flow");
+    assert!(total <= 512, "flow entry grew to {total} B");
+}

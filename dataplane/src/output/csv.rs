@@ -1,0 +1,72 @@
+//! CSV with a header line; the columns of the JSON schema, flattened.
+
+use std::fmt::Write;
+
+use crate::flow::record::{DirStats, FlowRecord};
+
+const DIR_COLS: &str = "packets,bytes,retrans,retrans_fast,retrans_spurious,retrans_other,ooo,keepalive,dup_ack";
+
+pub(super) fn header(buf: &mut String) {
+    let c2s: Vec<String> = DIR_COLS.split(',').map(|c| format!("c2s_{c}")).collect();
+    let s2c: Vec<String> = DIR_COLS.split(',').map(|c| format!("s2c_{c}")).collect();
+    let _ = writeln!(
+        buf,
+        "client_addr,client_port,server_addr,server_port,proto,vlan,direction_guessed,start_us,end_us,end_reason,{},{},rtt_us,server_net_us,client_net_us,srt_us,srt_count,srt_min_us,srt_mean_us,srt_max_us,tls",
+        c2s.join(","),
+        s2c.join(",")
+    );
+}
+
+fn o<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(String::new, |x| x.to_string())
+}
+
+fn dir(buf: &mut String, d: &DirStats) {
+    let _ = write!(
+        buf,
+        "{},{},{},{},{},{},{},{},{}",
+        d.packets,
+        d.bytes,
+        d.retrans,
+        d.retrans_fast,
+        d.retrans_spurious,
+        d.retrans_other,
+        d.ooo,
+        d.keepalive,
+        d.dup_ack
+    );
+}
+
+pub(super) fn row(buf: &mut String, r: &FlowRecord) {
+    let _ = write!(
+        buf,
+        "{},{},{},{},{},{},{},{},{},{},",
+        r.client_addr,
+        r.client_port,
+        r.server_addr,
+        r.server_port,
+        r.proto,
+        o(r.vlan),
+        r.direction_guessed,
+        r.start.as_micros(),
+        r.end.as_micros(),
+        format!("{:?}", r.end_reason).to_lowercase()
+    );
+    dir(buf, &r.c2s);
+    buf.push(',');
+    dir(buf, &r.s2c);
+    let n = &r.npm;
+    let _ = writeln!(
+        buf,
+        ",{},{},{},{},{},{},{},{},{}",
+        o(n.rtt_us),
+        o(n.server_net_us),
+        o(n.client_net_us),
+        o(n.srt_us),
+        n.srt_count,
+        o(n.srt_min_us),
+        o(n.srt_mean_us),
+        o(n.srt_max_us),
+        n.tls
+    );
+}

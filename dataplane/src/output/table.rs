@@ -1,0 +1,52 @@
+//! Aligned table for people reading a terminal.
+
+use std::fmt::Write;
+
+use super::opt;
+use crate::flow::record::FlowRecord;
+
+pub(super) fn header(buf: &mut String) {
+    let _ = writeln!(
+        buf,
+        "{:<5} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>5} {:>5} {:<7}",
+        "proto",
+        "client",
+        "server",
+        "c2s_pkt",
+        "c2s_bytes",
+        "s2c_pkt",
+        "s2c_bytes",
+        "rtt_us",
+        "srt_us",
+        "dur_ms",
+        "rtx",
+        "ooo",
+        "end"
+    );
+}
+
+pub(super) fn row(buf: &mut String, r: &FlowRecord) {
+    let ep = |a: std::net::IpAddr, p: u16| match a {
+        std::net::IpAddr::V6(_) => format!("[{a}]:{p}"),
+        std::net::IpAddr::V4(_) => format!("{a}:{p}"),
+    };
+    let dur_ms = r.end.nanos_since(r.start) as f64 / 1e6;
+    let guess = if r.direction_guessed { "?" } else { "" };
+    let _ = writeln!(
+        buf,
+        "{:<5} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9.1} {:>5} {:>5} {:<7}",
+        r.proto,
+        format!("{}{guess}", ep(r.client_addr, r.client_port)),
+        ep(r.server_addr, r.server_port),
+        r.c2s.packets,
+        r.c2s.bytes,
+        r.s2c.packets,
+        r.s2c.bytes,
+        opt(r.npm.rtt_us),
+        opt(r.npm.srt_us),
+        dur_ms,
+        r.c2s.retrans + r.s2c.retrans,
+        r.c2s.ooo + r.s2c.ooo,
+        format!("{:?}", r.end_reason).to_lowercase()
+    );
+}

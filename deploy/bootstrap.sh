@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# bootstrap.sh — everything a fresh Debian 12 machine needs to build and test
+# xdprobe, and nothing more. Idempotent and fast when all is there (each step
+# checks first). Needs root for apt; run from anywhere.
+#
+#   apt:   llvm-22-dev (bpf-linker links against it), clang, libelf-dev,
+#          zlib1g-dev, m4 (xsk-rs builds libxdp/libbpf), bpftool;
+#          tshark (the tests' oracle), nfdump, pmacct, softflowd (real
+#          collectors and peers), tcpdump, iperf3, curl, openssl, ethtool,
+#          iproute2 (the capture rig in ../shared/tools), valgrind-free.
+#   rust:  the nightly toolchain's rust-src (the eBPF crate is built with
+#          -Z build-std=core), bpf-linker, cargo-fuzz (bounded fuzz run).
+set -euo pipefail
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+APT_PKGS=(llvm-22-dev clang libelf-dev zlib1g-dev m4 bpftool pkg-config
+          tshark nfdump pmacct softflowd tcpdump iperf3 curl openssl ethtool
+          iproute2 procps psmisc)
+
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "apt-get install ${missing[*]}"
+  [ "$(id -u)" = 0 ] || { log "need root for apt-get"; exit 1; }
+  export DEBIAN_FRONTEND=noninteractive
+  # tshark asks whether non-root users may capture; answer no.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+export PATH="$HOME/.cargo/bin:$PATH"
+command -v rustup >/dev/null || { log "rustup not found: this machine kind ships it"; exit 1; }
+
+if ! rustup toolchain list | grep -q '^nightly'; then
+  log "rustup toolchain install nightly"
+  rustup toolchain install nightly --profile minimal
+fi
+if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+  log "rustup component add rust-src --toolchain nightly"
+  rustup component add rust-src --toolchain nightly
+fi
+
+if ! command -v bpf-linker >/dev/null; then
+  log "cargo install bpf-linker (against llvm-22)"
+  LLVM_PREFIX=/usr/lib/llvm-22 cargo install --locked bpf-linker --version 0.13.0 \
+    --no-default-features --features llvm-22
+fi
+
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+  log "cargo install cargo-fuzz"
+  cargo +nightly install --locked cargo-fuzz
+fi
+
+# XDP/AF_XDP need locked memory; the integration tests run as root.
+ulimit -l unlimited 2>/dev/null || true
+log "ok"

@@ -1,0 +1,319 @@
+//! Golden tests: per-flow packet and byte counts per direction, first/last
+//! packet times, VLAN and client/server roles of `xdprobe pcap` equal what
+//! tshark says (through `shared/tools/oracle.py`) on real captures: every
+//! capture in shared/corpus (oracle output checked in beside it) and the
+//! bundled `assets/demo.pcap` (oracle run at test time).
+//!
+//! Flow boundaries differ by design between a flow probe and tshark's stream
+//! index (timeouts, port reuse), so both sides are summed per 5-tuple before
+//! comparing; every packet and byte must still be in the same direction of
+//! the same 5-tuple. Fragmented datagrams: xdprobe counts later fragments in
+//! the flow of their first fragment (`dataplane/src/flow/frag.rs`), tshark
+//! puts all but the reassembling fragment in a port-less IP flow, so captures
+//! with fragments are compared per address pair (all protocols together).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+/// (from endpoint, to endpoint) → [packets, bytes, first µs, last µs]
+type Dirs = BTreeMap<(String, String, u64), [u64; 4]>;
+
+fn add(m: &mut Dirs, key: (String, String, u64), pk: u64, by: u64, first: u64, last: u64) {
+    if pk == 0 {
+        return;
+    }
+    let e = m.entry(key).or_insert([0, 0, u64::MAX, 0]);
+    e[0] += pk;
+    e[1] += by;
+    e[2] = e[2].min(first);
+    e[3] = e[3].max(last);
+}
+
+/// Protocol numbers compared for a flow. Port-less flows are compared per
+/// address pair whatever the protocol: for IPv6 with extension headers
+/// tshark's `ipv6.nxt` is the first next header (0 = hop-by-hop for MLD),
+/// xdprobe records the final upper-layer protocol (58), as IPFIX's
+/// protocolIdentifier wants.
+fn proto_key(proto: u64, from: &str, to: &str) -> u64 {
+    if from.ends_with(":0") && to.ends_with(":0") { 0 } else { proto }
+}
+
+fn strip_port(ep: &str) -> String {
+    ep.rsplit_once(':').map_or(ep.to_string(), |(a, _)| a.to_string())
+}
+
+/// Aggregates xdprobe records. Per-direction first/last times are not in the
+/// record, so times are compared per flow (both directions) below.
+fn ours(recs: &[Value], by_pair: bool) -> Dirs {
+    let mut m = Dirs::new();
+    for r in recs {
+        let mut c = endpoint(&r["client_addr"], &r["client_port"]);
+        let mut s = endpoint(&r["server_addr"], &r["server_port"]);
+        let mut proto = proto_key(r["proto"].as_u64().unwrap(), &c, &s);
+        if by_pair {
+            c = strip_port(&c);
+            s = strip_port(&s);
+            proto = 0;
+        }
+        let (st, en) = (r["start_us"].as_u64().unwrap(), r["end_us"].as_u64().unwrap());
+        for (from, to, d) in [(&c, &s, "c2s"), (&s, &c, "s2c")] {
+            add(
+                &mut m,
+                (from.clone(), to.clone(), proto),
+                r[d]["packets"].as_u64().unwrap(),
+                r[d]["bytes"].as_u64().unwrap(),
+                st,
+                en,
+            );
+        }
+    }
+    m
+}
+
+fn theirs(flows: &[Value], by_pair: bool) -> Dirs {
+    let mut m = Dirs::new();
+    for f in flows {
+        let mut c = endpoint(&f["src_ip"], &f["src_port"]);
+        let mut s = endpoint(&f["dst_ip"], &f["dst_port"]);
+        let mut proto = proto_key(f["ip_proto"].as_u64().unwrap_or(0), &c, &s);
+        if by_pair {
+            c = strip_port(&c);
+            s = strip_port(&s);
+            proto = 0;
+        }
+        let us = |k: &str| (f[k].as_f64().unwrap() * 1e6).round() as u64;
+        let (st, en) = (us("first_ts"), us("last_ts"));
+        for (from, to, d) in [(&c, &s, "c2s"), (&s, &c, "s2c")] {
+            add(
+                &mut m,
+                (from.clone(), to.clone(), proto),
+                f[d]["packets"].as_u64().unwrap(),
+                f[d]["ip_bytes"].as_u64().unwrap(),
+                st,
+                en,
+            );
+        }
+    }
+    m
+}
+
+/// Flow-level span per unordered 5-tuple: (min start, max end).
+fn spans(m: &Dirs) -> BTreeMap<(String, String, u64), (u64, u64)> {
+    let mut out = BTreeMap::new();
+    for (k, v) in m {
+        let k = unordered(k);
+        let e = out.entry(k).or_insert((u64::MAX, 0));
+        e.0 = e.0.min(v[2]);
+        e.1 = e.1.max(v[3]);
+    }
+    out
+}
+
+fn has_fragments(flows: &[Value]) -> bool {
+    flows
+        .iter()
+        .any(|f| f.get("ip_fragments").is_some() || f["ip_proto"].as_u64() == Some(44))
+}
+
+/// An ICMP/ICMPv6 error quoting a TCP/UDP packet, as tshark decodes it.
+struct IcmpError {
+    outer_src: String,
+    outer_dst: String,
+    ip_len: u64,
+    /// The quoted packet's endpoints and protocol.
+    inner: (String, String, u64),
+}
+
+/// tshark's view of every ICMP error in `file`. Wireshark counts such a
+/// packet in the TCP/UDP stream of the header it quotes (with the outer
+/// addresses); xdprobe counts it in the ICMP flow between the outer
+/// addresses, as flow probes do (the error is traffic of the router that
+/// sent it). `compare` moves them accordingly.
+fn icmp_errors(file: &Path) -> Vec<IcmpError> {
+    let out = std::process::Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(file)
+        .args([
+            "-Y",
+            "icmp.type == 3 or icmp.type == 4 or icmp.type == 5 or icmp.type == 11 or icmp.type == 12 \
+             or icmpv6.type == 1 or icmpv6.type == 2 or icmpv6.type == 3 or icmpv6.type == 4",
+        ])
+        .args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|"])
+        .args(["-e", "ip.src", "-e", "ip.dst", "-e", "ipv6.src", "-e", "ipv6.dst"])
+        .args(["-e", "ip.len", "-e", "ipv6.plen"])
+        .args(["-e", "udp.srcport", "-e", "udp.dstport", "-e", "tcp.srcport", "-e", "tcp.dstport"])
+        .output()
+        .expect("run tshark");
+    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+    let mut v = vec![];
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<Vec<&str>> = line.split('\t').map(|c| c.split('|').collect()).collect();
+        let get = |i: usize, j: usize| f.get(i).and_then(|c| c.get(j)).copied().unwrap_or("");
+        let (src, dst) = if get(0, 0).is_empty() { (2, 3) } else { (0, 1) };
+        let ip_len = if get(0, 0).is_empty() {
+            get(5, 0).parse::<u64>().unwrap_or(0) + 40
+        } else {
+            get(4, 0).parse().unwrap_or(0)
+        };
+        let (sp, dp, proto) = if !get(6, 0).is_empty() { (6, 7, 17) } else if !get(8, 0).is_empty() { (8, 9, 6) } else { continue };
+        v.push(IcmpError {
+            outer_src: format!("{}:0", get(src, 0)),
+            outer_dst: format!("{}:0", get(dst, 0)),
+            ip_len,
+            inner: (
+                format!("{}:{}", get(src, 1), get(sp, 0)),
+                format!("{}:{}", get(dst, 1), get(dp, 0)),
+                proto,
+            ),
+        });
+    }
+    v
+}
+
+type Key = (String, String, u64);
+
+/// Sums both directions of a 5-tuple into one key (`<>` marks it).
+fn collapse(m: &mut Dirs, x: &str, y: &str, p: u64) -> Key {
+    let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
+    let ck: Key = (lo.to_string(), format!("<>{hi}"), p);
+    let mut sum = m.remove(&ck).unwrap_or([0, 0, u64::MAX, 0]);
+    for k in [(x.to_string(), y.to_string(), p), (y.to_string(), x.to_string(), p)] {
+        if let Some(v) = m.remove(&k) {
+            sum[0] += v[0];
+            sum[1] += v[1];
+            sum[2] = sum[2].min(v[2]);
+            sum[3] = sum[3].max(v[3]);
+        }
+    }
+    if sum[0] > 0 {
+        m.insert(ck.clone(), sum);
+    }
+    ck
+}
+
+fn unordered(k: &Key) -> Key {
+    let b = k.1.trim_start_matches("<>").to_string();
+    if k.0 <= b { (k.0.clone(), b, k.2) } else { (b, k.0.clone(), k.2) }
+}
+
+fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
+    let by_pair = has_fragments(oracle);
+    let (mut a, mut b) = (ours(recs, by_pair), theirs(oracle, by_pair));
+    let mut no_span = std::collections::BTreeSet::new();
+    for e in icmp {
+        let (x, y, p) = if by_pair {
+            (strip_port(&e.inner.0), strip_port(&e.inner.1), 0)
+        } else {
+            e.inner.clone()
+        };
+        collapse(&mut a, &x, &y, p);
+        let ck = collapse(&mut b, &x, &y, p);
+        if let Some(v) = b.get_mut(&ck) {
+            v[0] -= 1;
+            v[1] -= e.ip_len;
+            if v[0] == 0 {
+                b.remove(&ck);
+            }
+        }
+        let (os, od) = if by_pair {
+            (strip_port(&e.outer_src), strip_port(&e.outer_dst))
+        } else {
+            (e.outer_src.clone(), e.outer_dst.clone())
+        };
+        let ok: Key = (os, od, 0);
+        no_span.insert(unordered(&ok));
+        no_span.insert(unordered(&ck));
+        add(&mut b, ok, 1, e.ip_len, 0, 0);
+    }
+    let mut diffs = vec![];
+    for k in a.keys().chain(b.keys()).collect::<std::collections::BTreeSet<_>>() {
+        let x = a.get(k).map(|v| [v[0], v[1]]);
+        let y = b.get(k).map(|v| [v[0], v[1]]);
+        if x != y {
+            diffs.push(format!("  {k:?}: xdprobe {x:?} tshark {y:?}"));
+        }
+    }
+    let (sa, sb) = (spans(&a), spans(&b));
+    for (k, v) in sb.iter().filter(|(k, _)| !no_span.contains(*k)) {
+        if sa.get(k) != Some(v) {
+            diffs.push(format!("  span {k:?}: xdprobe {:?} tshark {v:?}", sa.get(k)));
+        }
+    }
+    assert!(diffs.is_empty(), "{name}: per-direction [packets, bytes] / spans differ:\n{}", diffs.join("\n"));
+
+    // Roles and VLAN where tshark is certain (SYN or DNS query seen).
+    for f in oracle.iter().filter(|f| f["dir_guess"] == false) {
+        let c = endpoint(&f["src_ip"], &f["src_port"]);
+        let s = endpoint(&f["dst_ip"], &f["dst_port"]);
+        let matching: Vec<&Value> = recs
+            .iter()
+            .filter(|r| {
+                let rc = endpoint(&r["client_addr"], &r["client_port"]);
+                let rs = endpoint(&r["server_addr"], &r["server_port"]);
+                (rc == c && rs == s) || (rc == s && rs == c)
+            })
+            .collect();
+        assert!(!matching.is_empty(), "{name}: no record for {c} -> {s}");
+        for r in matching {
+            assert_eq!(endpoint(&r["client_addr"], &r["client_port"]), c, "{name}: client of {c} -> {s}");
+            assert_eq!(r["direction_guessed"], false, "{name}: {c} -> {s} roles are certain");
+        }
+    }
+    for f in oracle {
+        let Some(v) = f["vlan"].as_str() else { continue };
+        let want: u64 = v.parse().unwrap();
+        let c = endpoint(&f["src_ip"], &f["src_port"]);
+        let found = recs.iter().any(|r| {
+            r["vlan"].as_u64() == Some(want)
+                && [endpoint(&r["client_addr"], &r["client_port"]), endpoint(&r["server_addr"], &r["server_port"])]
+                    .iter()
+                    .any(|e| strip_port(e) == strip_port(&c))
+        });
+        assert!(found, "{name}: no record with VLAN {want} for {c}");
+    }
+}
+
+#[test]
+fn corpus_counts_equal_tshark() {
+    let Some(shared) = shared_or_skip() else { return };
+    let mut checked = 0;
+    for cap in corpus_captures(&shared) {
+        let Some(oracle) = corpus_oracle(&cap) else { continue };
+        let name = cap.file_name().unwrap().to_string_lossy().to_string();
+        // Long timeouts: tshark has none, so nothing splits a flow here.
+        let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
+        compare(&name, &recs, &oracle, &icmp_errors(&cap));
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} corpus captures checked");
+}
+
+#[test]
+fn corpus_counts_hold_with_short_timeouts() {
+    // Active/idle timeouts split flows into several records; the sums stay.
+    let Some(shared) = shared_or_skip() else { return };
+    for name in ["ipfixprobe_mixed.pcap", "zeek_missing-syn.pcap", "pk_tcp_dupack.pcapng"] {
+        let cap = shared.join("corpus").join(name);
+        let oracle = corpus_oracle(&cap).unwrap();
+        let recs = xdprobe_json(&cap, &["--idle-timeout", "2s", "--active-timeout", "1s"]);
+        compare(name, &recs, &oracle, &icmp_errors(&cap));
+    }
+}
+
+#[test]
+fn demo_capture_counts_equal_tshark() {
+    let Some(shared) = shared_or_skip() else { return };
+    if !require(have("tshark"), "tshark is not installed") {
+        return;
+    }
+    let cap = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.pcap");
+    let oracle = oracle(&shared, &cap, true);
+    let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
+    assert!(oracle.len() >= 10, "demo capture has only {} flows", oracle.len());
+    compare("demo.pcap", &recs, &oracle, &icmp_errors(&cap));
+}

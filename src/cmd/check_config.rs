@@ -1,10 +1,168 @@
-//! `xdprobe check_config` (filled in by the live-appliance task).
+//! `xdprobe check-config FILE`: validate a config file without touching a NIC.
+//!
+//! Exit 0 with a summary when the file is good; exit 2 with one
+//! `FILE:LINE:COL: key: message` line per problem (on stderr) when it is not,
+//! so it can gate `ExecStartPre=` and editors can jump to the line.
 
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct CheckConfigArgs {}
+use xdprobe_config::{Config, Environment, Location, Mode, XdpMode, XskBind, format_duration};
 
-pub fn run(_args: CheckConfigArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+/// Exit status for "the config is wrong" (1 stays "xdprobe itself failed").
+const EXIT_BAD_CONFIG: u8 = 2;
+
+#[derive(clap::Args)]
+pub struct CheckConfigArgs {
+    /// The TOML config file (see deploy/probe.toml).
+    pub file: PathBuf,
+    /// Skip checks against this machine (that pinned cores exist, that
+    /// collector host names resolve), to check a file meant for another host.
+    #[arg(long)]
+    pub no_machine_check: bool,
+}
+
+pub fn run(args: CheckConfigArgs) -> anyhow::Result<ExitCode> {
+    let env = if args.no_machine_check {
+        Environment::unchecked()
+    } else {
+        Environment::detect()
+    };
+    match xdprobe_config::load_with(&args.file, &env) {
+        Ok(config) => {
+            let problems = if args.no_machine_check {
+                Vec::new()
+            } else {
+                exporter_check(&args.file, &config)
+            };
+            if problems.is_empty() {
+                print!("{}", summary(&args.file.display().to_string(), &config));
+                return Ok(ExitCode::SUCCESS);
+            }
+            for p in &problems {
+                eprintln!("{p}");
+            }
+            let n = problems.len();
+            eprintln!(
+                "{}: {n} error{}",
+                args.file.display(),
+                if n == 1 { "" } else { "s" }
+            );
+            Ok(ExitCode::from(EXIT_BAD_CONFIG))
+        }
+        Err(errors) => {
+            // ConfigErrors prints FILE:LINE:COL: key: message, one per line.
+            eprintln!("{errors}");
+            let n = errors.errors.len();
+            eprintln!(
+                "{}: {n} error{}",
+                args.file.display(),
+                if n == 1 { "" } else { "s" }
+            );
+            Ok(ExitCode::from(EXIT_BAD_CONFIG))
+        }
+    }
+}
+
+/// The config crate only checks collector URL syntax; the exporter's own
+/// parser is the authority (and resolves host names, as the daemon will at
+/// start). Its errors carry no span, so find the URL's line in the text.
+fn exporter_check(file: &Path, config: &Config) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut problems = Vec::new();
+    for (i, url) in config.export.collectors.iter().enumerate() {
+        if let Err(e) = xdprobe_exporter::CollectorSpec::parse(url) {
+            let pos = text
+                .find(&format!("\"{url}\""))
+                .or_else(|| text.find(url.as_str()))
+                .unwrap_or(0);
+            let at = Location::of_offset(&text, pos);
+            problems.push(format!(
+                "{}:{at}: export.collectors[{i}]: {e}",
+                file.display()
+            ));
+        }
+    }
+    problems
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// What the daemon would do with this file, in a few lines.
+fn summary(file: &str, c: &Config) -> String {
+    let mut s = format!("{file}: OK\n");
+    let mode = match c.probe.mode {
+        Mode::Appliance => "appliance (XDP drops what it does not capture)",
+        Mode::Host => "host (XDP passes what it does not capture)",
+    };
+    let _ = writeln!(s, "  mode: {mode}");
+    for i in &c.interfaces {
+        let xdp = match i.xdp_mode {
+            XdpMode::Native => "native",
+            XdpMode::Generic => "generic",
+            XdpMode::Auto => "auto",
+        };
+        let bind = match i.xsk_bind {
+            XskBind::Auto => "auto",
+            XskBind::Copy => "copy",
+            XskBind::ZeroCopy => "zero-copy",
+        };
+        let queues: Vec<String> = i
+            .queues
+            .iter()
+            .map(|q| format!("{}->core {}", q.queue, q.core))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  interface {}: XDP {xdp}, AF_XDP {bind}, queues {}; UMEM {} x {} B per queue = {}",
+            i.name,
+            queues.join(", "),
+            i.umem_frames,
+            i.frame_size,
+            mib(i.umem_bytes()),
+        );
+    }
+    let f = &c.flow;
+    let _ = writeln!(
+        s,
+        "  flows: {} per worker x {} workers; idle {}, active {}, TCP linger {}; NPM {}",
+        f.capacity,
+        c.workers().count(),
+        format_duration(f.idle_timeout),
+        format_duration(f.active_timeout),
+        format_duration(f.tcp_end_linger),
+        if f.npm { "on" } else { "off" },
+    );
+    let filter = if c.filter.is_empty() {
+        "none (every packet)".to_owned()
+    } else {
+        let prefixes: Vec<String> = c.filter.prefixes.iter().map(ToString::to_string).collect();
+        format!(
+            "vlans {:?}, prefixes [{}], ports {:?}",
+            c.filter.vlans,
+            prefixes.join(", "),
+            c.filter.ports
+        )
+    };
+    let _ = writeln!(s, "  filter: {filter}");
+    let collectors = if c.export.collectors.is_empty() {
+        "none (records are counted, not exported)".to_owned()
+    } else {
+        c.export.collectors.join(", ")
+    };
+    let _ = writeln!(s, "  collectors: {collectors}");
+    if c.metrics.enabled {
+        let _ = writeln!(s, "  metrics: http://{}/metrics", c.metrics.listen);
+    } else {
+        let _ = writeln!(s, "  metrics: off");
+    }
+    let _ = writeln!(
+        s,
+        "  locked memory: {} of UMEM, plus rings and BPF maps",
+        mib(c.umem_bytes())
+    );
+    s
 }

@@ -1,1 +1,354 @@
-//! pcap / pcapng file reader. (Stub: the capture-input task fills this in.)
+//! pcap and pcapng capture files: the offline packet source.
+//!
+//! The whole file is one byte slice (a read-only memory map, or a buffer the
+//! caller already holds) and every packet handed out is a view into it, so
+//! reading costs no copy and no allocation per packet. [`PcapReader::next_packet`]
+//! is a lending iterator for that reason: a packet borrows the reader.
+//!
+//! The format is chosen by the magic number, never by the file name (real
+//! corpora contain pcapng files named `*.pcap`). Every length in the file is
+//! checked before it is used: a corrupt or truncated file ends in a
+//! [`PcapError`] naming the byte offset, never in a panic or an endless loop.
+//! A failed read does not advance the reader, so calling `next_packet` again
+//! returns the same error.
+//!
+//! Specifications: classic pcap is draft-ietf-opsawg-pcap, pcapng is
+//! draft-ietf-opsawg-pcapng.
+//!
+//! Two rules that are choices rather than spec:
+//! - **Clipping.** A packet is never handed out with more bytes than the
+//!   record says were on the wire, nor more than the snapshot length
+//!   (`data.len() <= min(wire_len, snaplen)`; snaplen 0 means unlimited). Both
+//!   specs say the captured length is at most that minimum, so bytes beyond it
+//!   are padding, a trailer from the capture hardware, or damage; libpcap
+//!   likewise cuts records longer than the snapshot length. Such records are
+//!   accepted and counted in [`PcapReader::clipped_packets`]. A captured length
+//!   above [`MAX_CAPLEN`] or past the end of the file or block is an error.
+//! - **Simple Packet Blocks** carry no timestamp; they get the timestamp of
+//!   the packet before them in the file (any interface), or 0 (the Unix
+//!   epoch) when they come first. The flow code needs monotone-ish time, and
+//!   the previous packet's time is the closest lower bound we have.
+
+mod classic;
+mod pcapng;
+
+#[cfg(test)]
+mod damage_tests;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod testutil;
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::parse::LinkType;
+use crate::time::Timestamp;
+
+/// Largest captured length accepted in one record: 256 KiB, libpcap's and
+/// Wireshark's limit for the link types we parse. A larger value is a corrupt
+/// length field; trusting it would silently swallow the packets after it.
+pub const MAX_CAPLEN: u32 = 262_144;
+
+/// One captured packet, borrowed from the reader's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawPacket<'a> {
+    /// Capture time from the file, Unix nanoseconds.
+    pub ts: Timestamp,
+    /// `None`: a link type we do not parse (the caller counts a drop).
+    pub link: Option<LinkType>,
+    /// The raw link-type number (FCS bits masked off), for messages.
+    pub linktype: u32,
+    /// Captured bytes, at most `min(wire_len, snaplen)` of them (see the
+    /// module doc on clipping).
+    pub data: &'a [u8],
+    /// Original length on the wire.
+    pub wire_len: u32,
+    /// pcapng: the interface id as the block states it, i.e. the index of
+    /// its interface description block within the section (tshark's
+    /// `frame.interface_id`). Always 0 for classic pcap.
+    pub interface: u32,
+}
+
+/// The container format, as told by the magic number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureFormat {
+    /// Classic pcap; `nanos` for the a1b23c4d nanosecond variant.
+    Pcap {
+        nanos: bool,
+    },
+    PcapNg,
+}
+
+/// What went wrong reading a capture. Every variant about file content names
+/// the byte offset of the record or block at fault.
+#[derive(thiserror::Error, Debug)]
+pub enum PcapError {
+    #[error("cannot open capture file {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("not a pcap or pcapng file: magic number {magic:#010x} at byte 0")]
+    UnknownMagic { magic: u32 },
+    #[error("unsupported {format} version {major}.{minor} at byte {offset}")]
+    UnsupportedVersion {
+        offset: u64,
+        format: &'static str,
+        major: u16,
+        minor: u16,
+    },
+    #[error("truncated {what} at byte {offset}: need {need} bytes, {remain} remain")]
+    Truncated {
+        offset: u64,
+        what: &'static str,
+        need: u64,
+        remain: u64,
+    },
+    #[error(
+        "truncated packet record at byte {offset}: header says {caplen} bytes, {remain} remain"
+    )]
+    TruncatedPacket {
+        offset: u64,
+        caplen: u32,
+        remain: u64,
+    },
+    #[error(
+        "packet at byte {offset}: captured length {caplen} exceeds the {MAX_CAPLEN}-byte limit (corrupt length field?)"
+    )]
+    CaptureTooLarge { offset: u64, caplen: u32 },
+    #[error(
+        "truncated pcapng block at byte {offset} (type {block_type:#x}): header says {len} bytes, {remain} remain"
+    )]
+    TruncatedBlock {
+        offset: u64,
+        block_type: u32,
+        len: u32,
+        remain: u64,
+    },
+    #[error("pcapng block at byte {offset} (type {block_type:#x}): invalid length {len}: {reason}")]
+    BadBlockLength {
+        offset: u64,
+        block_type: u32,
+        len: u32,
+        reason: &'static str,
+    },
+    #[error(
+        "pcapng block at byte {offset} (type {block_type:#x}): trailing length {trailing} differs from leading length {leading}"
+    )]
+    BlockLengthMismatch {
+        offset: u64,
+        block_type: u32,
+        leading: u32,
+        trailing: u32,
+    },
+    #[error("section header block at byte {offset}: bad byte-order magic {magic:#010x}")]
+    BadByteOrderMagic { offset: u64, magic: u32 },
+    #[error(
+        "{what} at byte {offset}: captured length {caplen} does not fit in the block's {room} data bytes"
+    )]
+    CaptureExceedsBlock {
+        offset: u64,
+        what: &'static str,
+        caplen: u32,
+        room: u64,
+    },
+    #[error(
+        "{what} at byte {offset} refers to interface {interface}, but its section has {count} interface(s)"
+    )]
+    UnknownInterface {
+        offset: u64,
+        what: &'static str,
+        interface: u32,
+        count: u32,
+    },
+    #[error(
+        "interface description block at byte {offset}: option {code} of {len} bytes runs past the block end"
+    )]
+    BadOption { offset: u64, code: u16, len: u16 },
+    #[error(
+        "interface description block at byte {offset}: if_tsresol {value:#04x} is finer than 64-bit timestamps can count"
+    )]
+    BadTsResol { offset: u64, value: u8 },
+}
+
+impl PcapError {
+    /// Byte offset of the faulty record or block; `None` when the error is
+    /// not about file content (opening failed).
+    pub fn offset(&self) -> Option<u64> {
+        use PcapError::*;
+        match self {
+            Open { .. } => None,
+            UnknownMagic { .. } => Some(0),
+            UnsupportedVersion { offset, .. }
+            | Truncated { offset, .. }
+            | TruncatedPacket { offset, .. }
+            | CaptureTooLarge { offset, .. }
+            | TruncatedBlock { offset, .. }
+            | BadBlockLength { offset, .. }
+            | BlockLengthMismatch { offset, .. }
+            | BadByteOrderMagic { offset, .. }
+            | CaptureExceedsBlock { offset, .. }
+            | UnknownInterface { offset, .. }
+            | BadOption { offset, .. }
+            | BadTsResol { offset, .. } => Some(*offset),
+        }
+    }
+}
+
+/// Byte order of a file or pcapng section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Endian {
+    Little,
+    Big,
+}
+
+impl Endian {
+    #[inline(always)]
+    fn u16(self, b: [u8; 2]) -> u16 {
+        match self {
+            Endian::Little => u16::from_le_bytes(b),
+            Endian::Big => u16::from_be_bytes(b),
+        }
+    }
+
+    #[inline(always)]
+    fn u32(self, b: [u8; 4]) -> u32 {
+        match self {
+            Endian::Little => u32::from_le_bytes(b),
+            Endian::Big => u32::from_be_bytes(b),
+        }
+    }
+
+    /// The `u16` at `off` in a header whose length was checked already (an
+    /// out-of-range `off` is a bug that reads 0, never a panic; with a fixed
+    /// header array and a constant offset the check compiles away).
+    #[inline(always)]
+    fn u16_at(self, h: &[u8], off: usize) -> u16 {
+        bytes_at::<2>(h, off).map_or(0, |b| self.u16(b))
+    }
+
+    /// The `u32` at `off`, as for [`Endian::u16_at`].
+    #[inline(always)]
+    fn u32_at(self, h: &[u8], off: usize) -> u32 {
+        bytes_at::<4>(h, off).map_or(0, |b| self.u32(b))
+    }
+}
+
+/// `N` bytes at `off`, or `None` past the end (never panics, whatever `off`).
+#[inline(always)]
+fn bytes_at<const N: usize>(buf: &[u8], off: usize) -> Option<[u8; N]> {
+    buf.get(off..)?.first_chunk::<N>().copied()
+}
+
+/// Cuts `data` to `min(wire_len, snaplen)` (the module doc says why) and
+/// counts the records that needed it.
+#[inline(always)]
+fn clip<'a>(data: &'a [u8], wire_len: u32, snaplen: u32, clipped: &mut u64) -> &'a [u8] {
+    let limit = wire_len.min(snaplen) as usize;
+    match data.get(..limit) {
+        Some(cut) if limit < data.len() => {
+            *clipped += 1;
+            cut
+        }
+        _ => data,
+    }
+}
+
+enum Format {
+    Classic(classic::Classic),
+    PcapNg(pcapng::PcapNg),
+}
+
+/// Reads packets from a pcap or pcapng file held in memory.
+pub struct PcapReader<B: AsRef<[u8]>> {
+    buf: B,
+    /// Offset of the next record or block; always `<= buf.len()`.
+    pos: usize,
+    format: Format,
+    clipped: u64,
+}
+
+impl PcapReader<memmap2::Mmap> {
+    /// Maps the file read-only; the kernel pages it in as we go, so a large
+    /// capture costs no up-front read and no copy.
+    pub fn open(path: &Path) -> Result<Self, PcapError> {
+        let open_err = |source| PcapError::Open {
+            path: path.to_owned(),
+            source,
+        };
+        let file = File::open(path).map_err(open_err)?;
+        // SAFETY: the map is read-only and private to this reader. memmap2's
+        // remaining hazard is another process truncating or rewriting the file
+        // while it is mapped (SIGBUS or changing bytes); capture files are
+        // written once and then read, and every length read from the map is
+        // bounds-checked, so changed bytes can only produce a PcapError.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(open_err)?;
+        // Only a hint for read-ahead: reading is correct without it.
+        #[cfg(unix)]
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Self::from_bytes(map)
+    }
+}
+
+impl<B: AsRef<[u8]>> PcapReader<B> {
+    /// Parses the file header (classic) or first section header (pcapng).
+    pub fn from_bytes(buf: B) -> Result<Self, PcapError> {
+        let bytes = buf.as_ref();
+        let Some(magic) = bytes_at::<4>(bytes, 0) else {
+            return Err(PcapError::Truncated {
+                offset: 0,
+                what: "file header",
+                need: 4,
+                remain: bytes.len() as u64,
+            });
+        };
+        let (format, pos) = if magic == pcapng::SHB_TYPE {
+            let (ng, pos) = pcapng::PcapNg::from_first_section(bytes)?;
+            (Format::PcapNg(ng), pos)
+        } else {
+            let (c, pos) = classic::Classic::from_header(bytes, magic)?;
+            (Format::Classic(c), pos)
+        };
+        Ok(PcapReader {
+            buf,
+            pos,
+            format,
+            clipped: 0,
+        })
+    }
+
+    /// The next packet, `Ok(None)` at a clean end of file. Non-packet blocks
+    /// are consumed on the way. On an error the reader stays at the faulty
+    /// record or block (`offset()` equals the error's offset), so the caller
+    /// may stop, keeping what it has, or see the same error again.
+    #[inline]
+    pub fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, PcapError> {
+        let bytes = self.buf.as_ref();
+        match &mut self.format {
+            Format::Classic(c) => c.next(bytes, &mut self.pos, &mut self.clipped),
+            Format::PcapNg(ng) => ng.next(bytes, &mut self.pos, &mut self.clipped),
+        }
+    }
+
+    /// Byte offset of the next record or block.
+    pub fn offset(&self) -> u64 {
+        self.pos as u64
+    }
+
+    /// Which container the file is.
+    pub fn format(&self) -> CaptureFormat {
+        match &self.format {
+            Format::Classic(c) => CaptureFormat::Pcap { nanos: c.nanos() },
+            Format::PcapNg(_) => CaptureFormat::PcapNg,
+        }
+    }
+
+    /// Packets handed out shorter than their record's captured length (see
+    /// the module doc on clipping). Worth a warning when non-zero.
+    pub fn clipped_packets(&self) -> u64 {
+        self.clipped
+    }
+}

@@ -1,0 +1,97 @@
+//! Stage one: the file's shape, as written. Every leaf keeps its byte span
+//! so validation can name the line; every value is optional so defaults are
+//! applied (and documented) in one place, `crate::validate`. Integers are
+//! read as `i64` so "-1" gets our range message instead of serde's.
+//!
+//! `deny_unknown_fields` everywhere: a misspelt key (`idle_timout`) must be an
+//! error, not a silently ignored line.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+pub type S<T> = Spanned<T>;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub probe: Option<RawProbe>,
+    #[serde(default)]
+    pub interface: Vec<S<RawInterface>>,
+    pub flow: Option<RawFlow>,
+    pub filter: Option<RawFilter>,
+    pub export: Option<RawExport>,
+    pub metrics: Option<RawMetrics>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProbe {
+    pub mode: Option<S<String>>,
+    pub user: Option<S<String>>,
+    pub log_interval: Option<S<toml::Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawInterface {
+    pub name: Option<S<String>>,
+    pub xdp_mode: Option<S<String>>,
+    pub xsk_bind: Option<S<String>>,
+    pub queues: Option<S<Vec<S<RawQueue>>>>,
+    pub umem_frames: Option<S<i64>>,
+    pub frame_size: Option<S<i64>>,
+    pub rx_ring: Option<S<i64>>,
+    pub fill_ring: Option<S<i64>>,
+    pub completion_ring: Option<S<i64>>,
+    pub busy_poll: Option<S<bool>>,
+    pub poll_timeout: Option<S<toml::Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQueue {
+    pub queue: S<i64>,
+    pub core: S<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFlow {
+    pub capacity: Option<S<i64>>,
+    pub idle_timeout: Option<S<toml::Value>>,
+    pub active_timeout: Option<S<toml::Value>>,
+    pub tcp_end_linger: Option<S<toml::Value>>,
+    pub npm: Option<S<bool>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFilter {
+    #[serde(default)]
+    pub vlans: Vec<S<i64>>,
+    #[serde(default)]
+    pub prefixes: Vec<S<String>>,
+    #[serde(default)]
+    pub ports: Vec<S<i64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExport {
+    #[serde(default)]
+    pub collectors: Vec<S<String>>,
+    pub pen: Option<S<i64>>,
+    pub observation_domain: Option<S<i64>>,
+    pub mtu: Option<S<i64>>,
+    pub template_refresh: Option<S<toml::Value>>,
+    pub options_interval: Option<S<toml::Value>>,
+    pub tcp_buffer_records: Option<S<i64>>,
+    pub channel_capacity: Option<S<i64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    pub enabled: Option<S<bool>>,
+    pub listen: Option<S<String>>,
+}

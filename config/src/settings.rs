@@ -1,0 +1,205 @@
+//! The validated configuration: what the daemon consumes.
+//!
+//! Every value here has passed validation (`crate::validate`), so the daemon
+//! can use it without re-checking: ring sizes are powers of two, cores exist,
+//! queues are unique, durations are non-zero where zero would be meaningless.
+//! Defaults and units are documented on each field and in `deploy/probe.toml`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::prefix::Prefix;
+
+/// A fully validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub probe: ProbeSettings,
+    /// At least one; names are unique.
+    pub interfaces: Vec<Interface>,
+    pub flow: FlowSettings,
+    pub filter: Filter,
+    pub export: ExportSettings,
+    pub metrics: MetricsSettings,
+}
+
+impl Config {
+    /// One entry per AF_XDP worker: (interface index, queue binding).
+    /// Cores are unique across the whole config, so each worker owns a core.
+    pub fn workers(&self) -> impl Iterator<Item = (&Interface, QueueBinding)> {
+        self.interfaces
+            .iter()
+            .flat_map(|i| i.queues.iter().map(move |q| (i, *q)))
+    }
+
+    /// Bytes of locked memory the UMEMs need (all interfaces, all queues).
+    /// Rings and maps come on top; `docs/operations.md` explains the margin.
+    pub fn umem_bytes(&self) -> u64 {
+        self.interfaces.iter().map(Interface::umem_bytes).sum()
+    }
+}
+
+/// How the probe sits in the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Dedicated capture port (mirror/TAP): XDP drops every frame it does not
+    /// redirect to AF_XDP, so the host stack never sees mirrored traffic.
+    Appliance,
+    /// Probe on a host's own interface: frames not redirected are `XDP_PASS`ed
+    /// and the host keeps working. Redirected frames never reach the stack,
+    /// so in host mode the XDP program must copy, not steal: the daemon
+    /// decides how (see docs/operations.md).
+    Host,
+}
+
+/// `[probe]`: process-wide settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeSettings {
+    /// Default `Appliance`.
+    pub mode: Mode,
+    /// Drop to this user after setup (sockets, maps, UMEM). `None` (default):
+    /// stay root but keep only the needed capabilities.
+    pub user: Option<String>,
+    /// How often the daemon logs its counters. Default 10 s.
+    pub log_interval: Duration,
+}
+
+/// How the XDP program attaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpMode {
+    /// Driver mode; fails if the driver lacks XDP support.
+    Native,
+    /// SKB (generic) mode: works everywhere, slower.
+    Generic,
+    /// Native, falling back to generic with a warning. Default.
+    Auto,
+}
+
+/// How the AF_XDP sockets bind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XskBind {
+    /// Zero-copy if the driver supports it, else copy. Default.
+    Auto,
+    /// Always copy mode (`XDP_COPY`).
+    Copy,
+    /// Zero-copy only (`XDP_ZEROCOPY`); fails on drivers without it (veth).
+    ZeroCopy,
+}
+
+/// One NIC RX queue and the CPU core whose worker drains it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QueueBinding {
+    pub queue: u32,
+    pub core: usize,
+}
+
+/// `[[interface]]`: one capture interface. UMEM and ring sizes are per queue
+/// (one AF_XDP socket and one UMEM per queue, shared-nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    /// Kernel interface name (at most 15 bytes).
+    pub name: String,
+    /// Default `Auto`.
+    pub xdp_mode: XdpMode,
+    /// Default `Auto`.
+    pub xsk_bind: XskBind,
+    /// At least one; queue numbers unique within the interface, cores unique
+    /// across the config.
+    pub queues: Vec<QueueBinding>,
+    /// Frames per UMEM (per queue). Power of two, >= `fill_ring`. Default 4096.
+    pub umem_frames: u32,
+    /// Bytes per frame: 2048 or 4096. Default 4096.
+    pub frame_size: u32,
+    /// RX ring entries. Power of two, <= `umem_frames`. Default 2048.
+    pub rx_ring: u32,
+    /// Fill ring entries. Power of two, <= `umem_frames`. Default 2048.
+    pub fill_ring: u32,
+    /// Completion ring entries (the kernel requires one per UMEM even though
+    /// a passive probe never transmits). Power of two. Default 64.
+    pub completion_ring: u32,
+    /// Busy-poll the RX ring instead of sleeping in poll(2). Default false.
+    pub busy_poll: bool,
+    /// poll(2) timeout when the ring is empty; also bounds how late flow
+    /// expiry runs on an idle queue. 1 ms ..= 1 s. Default 100 ms.
+    pub poll_timeout: Duration,
+}
+
+impl Interface {
+    /// UMEM bytes for all of this interface's queues.
+    pub fn umem_bytes(&self) -> u64 {
+        u64::from(self.umem_frames) * u64::from(self.frame_size) * self.queues.len() as u64
+    }
+}
+
+/// `[flow]`: the per-worker flow table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowSettings {
+    /// Flows per worker, allocated up front; when full the least recently
+    /// seen flow is evicted (exported early). Default 262144.
+    pub capacity: usize,
+    /// A flow with no packet for this long is exported and removed. Default 30 s.
+    pub idle_timeout: Duration,
+    /// A long-lived flow is exported (and its counters restarted) every
+    /// `active_timeout`. May be shorter or longer than `idle_timeout`.
+    /// Default 300 s.
+    pub active_timeout: Duration,
+    /// After FIN/FIN or RST, wait this long for stragglers before export.
+    /// At most `idle_timeout`. Default 2 s.
+    pub tcp_end_linger: Duration,
+    /// Compute NPM metrics (RTT, SRT, retransmissions). Default true.
+    pub npm: bool,
+}
+
+/// `[filter]`: what the XDP program redirects. Empty list = no condition on
+/// that field; non-empty lists are ANDed; a packet matches a list if any
+/// entry matches. Prefixes and ports match either source or destination.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Outer VLAN IDs (1..=4094). When non-empty, untagged frames do not match.
+    pub vlans: Vec<u16>,
+    /// At most [`crate::MAX_FILTER_PREFIXES`].
+    pub prefixes: Vec<Prefix>,
+    /// TCP/UDP ports (1..=65535).
+    pub ports: Vec<u16>,
+}
+
+impl Filter {
+    /// True when nothing is filtered (every packet goes to AF_XDP).
+    pub fn is_empty(&self) -> bool {
+        self.vlans.is_empty() && self.prefixes.is_empty() && self.ports.is_empty()
+    }
+}
+
+/// `[export]`: IPFIX / NetFlow v9 export.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportSettings {
+    /// Collector URLs (`udp|tcp://HOST:PORT`, `file:///PATH`, optional
+    /// `?format=..&mode=..&profile=..`), syntax-checked only: the daemon
+    /// parses them with `xdprobe_exporter::CollectorSpec::parse`.
+    /// Empty (default): records are counted but not exported.
+    pub collectors: Vec<String>,
+    /// IANA Private Enterprise Number for xdprobe's own elements.
+    /// Default 32473 (the documentation PEN, RFC 5612).
+    pub pen: u32,
+    /// IPFIX observation domain / NetFlow v9 source ID. Default 0.
+    pub observation_domain: u32,
+    /// Largest IP packet the exporter may send over UDP, bytes.
+    /// 576 ..= 65535. Default 1500.
+    pub mtu: u16,
+    /// Resend templates over UDP this often. Default 60 s.
+    pub template_refresh: Duration,
+    /// Send options records (exporter statistics) this often. Default 60 s.
+    pub options_interval: Duration,
+    /// Records buffered per TCP collector while it is unreachable. Default 100000.
+    pub tcp_buffer_records: usize,
+    /// Capacity of the workers → exporter queue, records. Default 65536.
+    pub channel_capacity: usize,
+}
+
+/// `[metrics]`: the Prometheus endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsSettings {
+    /// Default true.
+    pub enabled: bool,
+    /// Default 127.0.0.1:9464.
+    pub listen: SocketAddr,
+}

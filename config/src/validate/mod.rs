@@ -1,0 +1,247 @@
+//! Stage two: raw TOML → [`Config`]. Defaults live here (and in
+//! `deploy/probe.toml`, which a test keeps in step). Every problem is
+//! collected with its key path and line; a field with an error gets its
+//! default so later cross-checks still run and report their own problems.
+
+mod collector;
+mod interface;
+mod sections;
+#[cfg(test)]
+mod tests;
+
+use std::ops::Range;
+use std::time::Duration;
+
+use crate::duration::parse_duration;
+use crate::env::Environment;
+use crate::error::{ConfigError, Location, Problem};
+use crate::keypath::key_path_at;
+use crate::raw::{RawConfig, S};
+use crate::settings::Config;
+
+pub use collector::check_collector;
+
+/// Parses and validates `text`; on failure returns every error found, in
+/// file order. Syntax and shape errors (bad TOML, unknown key, wrong type)
+/// stop deserialisation, so at most one of those is reported.
+pub fn from_text(text: &str, env: &Environment) -> Result<Config, Vec<ConfigError>> {
+    if let Err(e) = toml_edit::ImDocument::parse(text) {
+        let at = Location::of_offset(text, e.span().map_or(0, |s| s.start));
+        return Err(vec![ConfigError::Syntax {
+            at,
+            message: e.message().trim().to_owned(),
+        }]);
+    }
+    let raw: RawConfig = match toml::from_str(text) {
+        Ok(raw) => raw,
+        Err(e) => {
+            let pos = e.span().map_or(0, |s| s.start);
+            return Err(vec![ConfigError::Schema {
+                key: key_path_at(text, pos).unwrap_or_else(|| "(top level)".to_owned()),
+                at: Location::of_offset(text, pos),
+                message: plain_serde_message(e.message()),
+            }]);
+        }
+    };
+    let mut v = Validator {
+        text,
+        env,
+        errors: Vec::new(),
+    };
+    let config = v.config(raw);
+    if v.errors.is_empty() {
+        Ok(config)
+    } else {
+        v.errors.sort_by_key(|e| e.location());
+        Err(v.errors)
+    }
+}
+
+/// serde names our private types and Rust integer types; say it in TOML terms.
+fn plain_serde_message(message: &str) -> String {
+    let mut m = message.trim().to_owned();
+    if let Some(i) = m.find("expected struct Raw") {
+        m.truncate(i);
+        m.push_str("expected a table");
+    }
+    m.replace("expected i64", "expected an integer")
+        .replace("expected a sequence", "expected an array")
+}
+
+/// Collects errors while building the config.
+pub(crate) struct Validator<'a> {
+    text: &'a str,
+    env: &'a Environment,
+    errors: Vec<ConfigError>,
+}
+
+/// Inclusive bounds and a name for an integer setting.
+#[derive(Clone, Copy)]
+pub(crate) struct IntRule {
+    pub name: &'static str,
+    pub default: i64,
+    pub min: i64,
+    pub max: i64,
+    pub power_of_two: bool,
+}
+
+/// Inclusive bounds for a duration setting.
+#[derive(Clone, Copy)]
+pub(crate) struct DurationRule {
+    pub name: &'static str,
+    pub default: Duration,
+    pub min: Duration,
+    pub max: Duration,
+}
+
+impl Validator<'_> {
+    pub(crate) fn at(&self, span: Range<usize>) -> Location {
+        Location::of_offset(self.text, span.start)
+    }
+
+    pub(crate) fn line_of(&self, span: Range<usize>) -> usize {
+        self.at(span).line
+    }
+
+    pub(crate) fn invalid(&mut self, key: impl Into<String>, span: Range<usize>, problem: Problem) {
+        let at = self.at(span);
+        self.errors.push(ConfigError::Invalid {
+            key: key.into(),
+            at,
+            problem,
+        });
+    }
+
+    /// An error with no value to point at (a missing section): line 1.
+    pub(crate) fn invalid_at_top(&mut self, key: impl Into<String>, problem: Problem) {
+        self.invalid(key, 0..0, problem);
+    }
+
+    pub(crate) fn online_cores(&self) -> Option<&[usize]> {
+        self.env.online_cores.as_deref()
+    }
+
+    /// Integer with default and range (and optionally power-of-two) checks.
+    pub(crate) fn int(&mut self, key: &str, value: Option<&S<i64>>, rule: IntRule) -> i64 {
+        let Some(v) = value else {
+            return rule.default;
+        };
+        let n = *v.get_ref();
+        if rule.power_of_two && (n <= 0 || n.count_ones() != 1) {
+            self.invalid(
+                key,
+                v.span(),
+                Problem::NotPowerOfTwo {
+                    name: rule.name,
+                    value: n,
+                },
+            );
+            return rule.default;
+        }
+        if n == 0 && rule.min == 1 {
+            self.invalid(key, v.span(), Problem::Zero { name: rule.name });
+            return rule.default;
+        }
+        if n < rule.min || n > rule.max {
+            self.invalid(
+                key,
+                v.span(),
+                Problem::OutOfRange {
+                    name: rule.name,
+                    value: n,
+                    min: rule.min,
+                    max: rule.max,
+                },
+            );
+            return rule.default;
+        }
+        n
+    }
+
+    /// Duration string with a unit, with default and range checks.
+    pub(crate) fn duration(
+        &mut self,
+        key: &str,
+        value: Option<&S<toml::Value>>,
+        rule: DurationRule,
+    ) -> Duration {
+        let Some(v) = value else {
+            return rule.default;
+        };
+        let parsed = match v.get_ref() {
+            toml::Value::String(s) => parse_duration(s).map_err(Problem::from),
+            toml::Value::Integer(n) => Err(Problem::DurationType(format!(
+                "integer {n} (write \"{n}s\" or \"{n}ms\")"
+            ))),
+            other => Err(Problem::DurationType(other.type_str().to_owned())),
+        };
+        let d = match parsed {
+            Ok(d) => d,
+            Err(p) => {
+                self.invalid(key, v.span(), p);
+                return rule.default;
+            }
+        };
+        if d.is_zero() && !rule.min.is_zero() {
+            self.invalid(key, v.span(), Problem::Zero { name: rule.name });
+            return rule.default;
+        }
+        if d < rule.min || d > rule.max {
+            let range = format!(
+                "{} must be between {} and {} (got {})",
+                rule.name,
+                crate::format_duration(rule.min),
+                crate::format_duration(rule.max),
+                crate::format_duration(d)
+            );
+            self.invalid(key, v.span(), Problem::Inconsistent(range));
+            return rule.default;
+        }
+        d
+    }
+
+    /// One of a fixed set of words.
+    pub(crate) fn choice<T: Copy>(
+        &mut self,
+        key: &str,
+        value: Option<&S<String>>,
+        default: T,
+        table: &[(&'static str, T)],
+        allowed: &'static [&'static str],
+    ) -> T {
+        let Some(v) = value else {
+            return default;
+        };
+        match table.iter().find(|(word, _)| *word == v.get_ref().as_str()) {
+            Some((_, t)) => *t,
+            None => {
+                self.invalid(
+                    key,
+                    v.span(),
+                    Problem::NotOneOf {
+                        value: v.get_ref().clone(),
+                        allowed,
+                    },
+                );
+                default
+            }
+        }
+    }
+
+    fn config(&mut self, raw: RawConfig) -> Config {
+        let probe = self.probe(raw.probe.unwrap_or_default());
+        let interfaces = self.interfaces(&raw.interface);
+        let flow = self.flow(raw.flow.unwrap_or_default());
+        let filter = self.filter(raw.filter.unwrap_or_default());
+        let export = self.export(raw.export.unwrap_or_default());
+        let metrics = self.metrics(raw.metrics.unwrap_or_default());
+        Config {
+            probe,
+            interfaces,
+            flow,
+            filter,
+            export,
+            metrics,
+        }
+    }
+}

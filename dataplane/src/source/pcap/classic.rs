@@ -1,0 +1,131 @@
+//! Classic pcap (draft-ietf-opsawg-pcap): a 24-byte file header, then
+//! records of a 16-byte header plus the captured bytes.
+
+use super::{Endian, MAX_CAPLEN, PcapError, RawPacket, bytes_at, clip};
+use crate::parse::LinkType;
+use crate::time::Timestamp;
+
+const MAGIC_MICROS: u32 = 0xa1b2_c3d4;
+const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
+const FILE_HEADER_LEN: usize = 24;
+const RECORD_HEADER_LEN: usize = 16;
+/// The link type proper is the low 16 bits; the upper bits carry the FCS
+/// length and its presence flag (draft-ietf-opsawg-pcap §4, "LinkType and
+/// additional information"), which we do not need: parsers bound the frame by
+/// the IP length, so a trailing FCS is never read as payload.
+const LINKTYPE_MASK: u32 = 0x0000_ffff;
+
+/// Decoding state from the file header.
+pub(super) struct Classic {
+    endian: Endian,
+    /// Nanoseconds per unit of the record's fractional timestamp: 1000 for
+    /// the microsecond magic, 1 for the nanosecond one.
+    frac_ns: u32,
+    /// Snapshot length; 0 in the header (unlimited) is stored as `u32::MAX`.
+    snaplen: u32,
+    link: Option<LinkType>,
+    linktype: u32,
+}
+
+impl Classic {
+    /// Parses the file header; returns the state and the first record's offset.
+    pub(super) fn from_header(buf: &[u8], magic: [u8; 4]) -> Result<(Self, usize), PcapError> {
+        let (endian, frac_ns) = match (u32::from_le_bytes(magic), u32::from_be_bytes(magic)) {
+            (MAGIC_MICROS, _) => (Endian::Little, 1_000),
+            (MAGIC_NANOS, _) => (Endian::Little, 1),
+            (_, MAGIC_MICROS) => (Endian::Big, 1_000),
+            (_, MAGIC_NANOS) => (Endian::Big, 1),
+            _ => {
+                return Err(PcapError::UnknownMagic {
+                    magic: u32::from_be_bytes(magic),
+                });
+            }
+        };
+        let Some(h) = bytes_at::<FILE_HEADER_LEN>(buf, 0) else {
+            return Err(PcapError::Truncated {
+                offset: 0,
+                what: "pcap file header",
+                need: FILE_HEADER_LEN as u64,
+                remain: buf.len() as u64,
+            });
+        };
+        let (major, minor) = (endian.u16_at(&h, 4), endian.u16_at(&h, 6));
+        if major != 2 {
+            return Err(PcapError::UnsupportedVersion {
+                offset: 4,
+                format: "pcap",
+                major,
+                minor,
+            });
+        }
+        let snaplen = match endian.u32_at(&h, 16) {
+            0 => u32::MAX,
+            n => n,
+        };
+        let linktype = endian.u32_at(&h, 20) & LINKTYPE_MASK;
+        let state = Classic {
+            endian,
+            frac_ns,
+            snaplen,
+            link: LinkType::from_pcap(linktype),
+            linktype,
+        };
+        Ok((state, FILE_HEADER_LEN))
+    }
+
+    pub(super) fn nanos(&self) -> bool {
+        self.frac_ns == 1
+    }
+
+    /// Reads the record at `*pos` and advances past it on success.
+    #[inline]
+    pub(super) fn next<'a>(
+        &self,
+        buf: &'a [u8],
+        pos: &mut usize,
+        clipped: &mut u64,
+    ) -> Result<Option<RawPacket<'a>>, PcapError> {
+        let at = *pos;
+        let rest = buf.get(at..).unwrap_or_default();
+        if rest.is_empty() {
+            return Ok(None);
+        }
+        let Some(&h) = rest.first_chunk::<RECORD_HEADER_LEN>() else {
+            return Err(PcapError::Truncated {
+                offset: at as u64,
+                what: "packet record header",
+                need: RECORD_HEADER_LEN as u64,
+                remain: rest.len() as u64,
+            });
+        };
+        let e = self.endian;
+        let (caplen, wire_len) = (e.u32_at(&h, 8), e.u32_at(&h, 12));
+        if caplen > MAX_CAPLEN {
+            return Err(PcapError::CaptureTooLarge {
+                offset: at as u64,
+                caplen,
+            });
+        }
+        let body = rest.get(RECORD_HEADER_LEN..).unwrap_or_default();
+        let Some(data) = body.get(..caplen as usize) else {
+            return Err(PcapError::TruncatedPacket {
+                offset: at as u64,
+                caplen,
+                remain: body.len() as u64,
+            });
+        };
+        // Cannot overflow: seconds < 2^32 gives < 4.3e18 ns, and the fraction
+        // (< 2^32 units of at most 1000 ns) adds < 4.3e12.
+        let ns = u64::from(e.u32_at(&h, 0)) * 1_000_000_000
+            + u64::from(e.u32_at(&h, 4)) * u64::from(self.frac_ns);
+        *pos = at + RECORD_HEADER_LEN + data.len();
+        Ok(Some(RawPacket {
+            ts: Timestamp::from_nanos(ns),
+            link: self.link,
+            linktype: self.linktype,
+            data: clip(data, wire_len, self.snaplen, clipped),
+            wire_len,
+            interface: 0,
+        }))
+    }
+}

@@ -43,5 +43,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         format: args.format,
         flow: args.flow,
         stats: true,
+        export: vec![],
+        pen: 32473,
     })
 }

@@ -4,6 +4,8 @@
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -11,6 +13,7 @@ use clap::ValueEnum;
 use xdprobe_dataplane::output::{Format, RecordWriter};
 use xdprobe_dataplane::source::pcap::PcapReader;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker, WorkerStats};
+use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
@@ -36,6 +39,14 @@ pub struct PcapArgs {
     /// Print a summary (packets, flows, drop reasons) to stderr at the end.
     #[arg(long)]
     pub stats: bool,
+    /// Export records to a collector: udp://HOST:PORT, tcp://HOST:PORT or
+    /// file:///PATH, optionally with ?format=nfv9, ?mode=uniflow,
+    /// ?profile=ntop (see docs/exporter.md). Repeat for several collectors.
+    #[arg(long = "export", value_name = "URL")]
+    pub export: Vec<String>,
+    /// Private enterprise number of the NPM elements in IPFIX.
+    #[arg(long, default_value_t = 32473)]
+    pub pen: u32,
 }
 
 /// Flow-table settings shared by the offline commands.
@@ -84,10 +95,32 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         FormatArg::Csv => Some(Format::Csv),
         FormatArg::None => None,
     };
+    let exporter = if args.export.is_empty() {
+        None
+    } else {
+        let collectors = args
+            .export
+            .iter()
+            .map(|u| CollectorSpec::parse(u).with_context(|| format!("--export {u}")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let ignored = Arc::new(AtomicU64::new(0));
+        let cfg = ExporterConfig {
+            collectors,
+            pen: args.pen,
+            ignored_packets: Some(ignored.clone()),
+            ..ExporterConfig::default()
+        };
+        Some((Exporter::spawn(cfg).context("starting the exporter")?, ignored))
+    };
+    let sender = exporter.as_ref().map(|(e, _)| e.sender());
     let stdout = io::stdout().lock();
     let mut writer = format.map(|f| RecordWriter::new(BufWriter::with_capacity(1 << 16, stdout), f));
     let mut out_err: Option<io::Error> = None;
     let mut emit = |rec: FlowRecord| {
+        // Offline: never drop a record, wait for the exporter instead.
+        if let Some(tx) = &sender {
+            tx.send_blocking(rec);
+        }
         if out_err.is_some() {
             return;
         }
@@ -111,6 +144,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     worker.flush(&mut emit);
     let elapsed = started.elapsed();
     drop(emit);
+    drop(sender);
     if let Some(w) = writer.as_mut()
         && out_err.is_none()
         && let Err(e) = w.flush()
@@ -125,6 +159,13 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     let stats = worker.stats();
     if args.stats {
         print_summary(&stats, elapsed);
+    }
+    if let Some((exporter, ignored)) = exporter {
+        ignored.store(stats.drops.total(), Ordering::Relaxed);
+        let es = exporter.shutdown().context("flushing the exporter")?;
+        if args.stats {
+            eprintln!("export: {es:?}");
+        }
     }
     match read_result {
         Ok(()) => Ok(ExitCode::SUCCESS),

@@ -1,10 +1,55 @@
-//! `xdprobe run` (filled in by the live-appliance task).
+//! `xdprobe run -c probe.toml`: the live appliance in the foreground (for
+//! systemd). See `xdprobe::live::daemon` for the start-up order, signals
+//! and privileges.
 
-use std::process::ExitCode;
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use xdprobe::live::daemon::{self, DaemonError, JsonOut, RunOptions};
+
+/// Exit status for "the config is wrong" (as `check-config`).
+const EXIT_BAD_CONFIG: u8 = 2;
 
 #[derive(clap::Args)]
-pub struct RunArgs {}
+pub struct RunArgs {
+    /// The TOML config file (see deploy/probe.toml).
+    #[arg(short = 'c', long = "config")]
+    pub config: PathBuf,
+    /// Also write every flow record as a JSON line to FILE ("-": stdout),
+    /// besides exporting it.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    /// Do not hand frames between workers. Only correct when the NIC sends
+    /// both directions of a connection to the same queue (symmetric RSS
+    /// key, see deploy/setup-nic.sh) or with a single queue.
+    #[arg(long)]
+    pub no_handoff: bool,
+    /// Stamp frames when user space reads them instead of in XDP. Only for
+    /// measuring what XDP timestamps are worth (BENCHMARKS.md); never in
+    /// production.
+    #[arg(long, hide = true)]
+    pub read_time_stamps: bool,
+}
 
-pub fn run(_args: RunArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let opts = RunOptions {
+        config: args.config,
+        json: args.json.map(|j| {
+            if j == "-" {
+                JsonOut::Stdout
+            } else {
+                JsonOut::File(PathBuf::from(j))
+            }
+        }),
+        handoff: !args.no_handoff,
+        tick: Duration::from_millis(100),
+        read_time_stamps: args.read_time_stamps,
+    };
+    match daemon::run(&opts) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(DaemonError::Config(e)) => {
+            eprintln!("{e}");
+            Ok(ExitCode::from(EXIT_BAD_CONFIG))
+        }
+        Err(e) => Err(e.into()),
+    }
 }

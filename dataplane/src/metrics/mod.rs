@@ -6,7 +6,12 @@
 //! then starts a new interval (active timeout) keeping the handshake values.
 
 pub mod dns;
+pub mod handshake;
+pub mod retrans;
+pub mod seq;
+pub mod srt;
 pub mod tcp;
+pub mod tls;
 
 use crate::flow::record::{Dir, FlowRecord};
 use crate::parse::PacketMeta;

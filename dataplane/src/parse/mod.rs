@@ -13,7 +13,7 @@ pub mod wire;
 mod walk;
 
 pub use drop::{DropCounters, DropReason};
-pub use walk::parse;
+pub use walk::{MAX_IPV6_EXT, MAX_MPLS_DEPTH, MAX_VLAN_DEPTH, parse};
 
 /// Link-layer framing of a capture (pcap `LINKTYPE_*`) or of a live frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -60,6 +60,8 @@ pub enum Fragment {
     /// Offset 0 with more-fragments set: carries the L4 header.
     First { id: u32 },
     /// Offset > 0: no L4 header; `ports` are 0 and `l4` is `L4::Fragment`.
+    /// `offset` is in bytes (the header's 13-bit field × 8, at most 65528;
+    /// tshark's `ip.frag_offset` shows the field itself).
     Later { id: u32, offset: u16, more: bool },
 }
 

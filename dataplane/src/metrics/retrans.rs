@@ -1,0 +1,175 @@
+//! Retransmission, out-of-order, keep-alive and duplicate-ACK classification
+//! (`npm-metrics.md` §3), one segment at a time, per direction.
+//!
+//! Terms, exactly as the spec defines them (sequence arithmetic modulo 2^32
+//! through [`SeqNumber`]):
+//! - *segment length* (SEG.LEN, RFC 9293 §3.4) = data length + 1 for SYN +
+//!   1 for FIN; *data length* = TCP payload length.
+//! - *expected SEQ* of a direction = the highest SEQ + segment length seen so
+//!   far in it (every segment, pure ACKs included, so a flow picked up
+//!   mid-stream has one after its first segment).
+//! - *keep-alive*: data length 0 or 1, SEQ = expected − 1, no SYN/FIN/RST.
+//! - *duplicate ACK*: data length 0, no SYN/FIN/RST, ACK flag set, ACK number
+//!   and window equal to those of the previous segment in this direction
+//!   (which also carried ACK), SEQ = expected.
+//!
+//! Evaluation (only segments with data or SYN/FIN, keep-alives skipped),
+//! first match wins:
+//! 1. fast retransmission: SEQ < expected, the reverse direction's current
+//!    run of duplicate ACKs (reset when its ACK number changes) is ≥ 2, SEQ
+//!    = their ACK number, and at most 20 ms (inclusive) since the last one;
+//! 2. out of order: SEQ < expected, at most *threshold* (inclusive) since the
+//!    segment that set expected, and SEQ + SEG.LEN ≠ expected;
+//! 3. spurious: data length > 0 and SEQ + data length ≤ the last ACK number
+//!    the reverse direction sent (segments with the ACK flag only);
+//! 4. retransmission: SEQ < expected.
+//!
+//! "Length" in rule 2 is SEG.LEN (a retransmitted FIN ends exactly at
+//! expected and is a retransmission of the last segment, not reordering);
+//! in rule 3 it is the data length (the spec's "length > 0" would be
+//! vacuous for SEG.LEN, since only segments with data or SYN/FIN get here).
+
+use super::seq::SeqNumber;
+use crate::parse::TcpFlags;
+
+/// 20 ms fast-retransmission window after the last duplicate ACK.
+pub const FAST_RETRANS_WINDOW_NS: u64 = 20_000_000;
+/// Out-of-order threshold when the handshake RTT is not known.
+pub const DEFAULT_OOO_THRESHOLD_NS: u64 = 3_000_000;
+
+const SEQ_KNOWN: u8 = 1;
+/// `ack` holds the last ACK number this direction sent.
+const ACK_KNOWN: u8 = 1 << 1;
+/// The previous segment in this direction carried the ACK flag.
+const PREV_ACK: u8 = 1 << 2;
+
+/// Sequence state of one direction (32 bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirSeq {
+    /// Time (ns) of the segment that set `next`.
+    high_ts: u64,
+    /// Time (ns) of this direction's last duplicate ACK.
+    dupack_ts: u64,
+    /// Expected SEQ: highest SEQ + SEG.LEN seen.
+    next: SeqNumber,
+    /// Last ACK number sent (ACK-flagged segments only).
+    ack: SeqNumber,
+    /// Window of the previous segment (raw, unscaled: comparing equal raw
+    /// values is what "window equal" needs).
+    win: u16,
+    /// Duplicate ACKs in the current run (same ACK number), saturating.
+    dup_run: u16,
+    flags: u8,
+}
+
+/// What a segment is, by the first matching rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// New data, a pure ACK, or anything not evaluated.
+    Normal,
+    KeepAlive,
+    FastRetrans,
+    OutOfOrder,
+    SpuriousRetrans,
+    Retrans,
+}
+
+/// The outcome for one segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub class: Class,
+    /// Duplicate ACK (independent of `class`: a dup ACK has no data).
+    pub dup_ack: bool,
+}
+
+/// The header fields classification needs.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment {
+    pub seq: SeqNumber,
+    pub ack: SeqNumber,
+    pub flags: TcpFlags,
+    pub window: u16,
+    pub data_len: u32,
+    pub ts_ns: u64,
+}
+
+impl DirSeq {
+    /// Expected SEQ, if any segment has been seen in this direction.
+    pub fn expected(&self) -> Option<SeqNumber> {
+        (self.flags & SEQ_KNOWN != 0).then_some(self.next)
+    }
+
+    /// Classifies `seg` travelling in this direction and updates the state;
+    /// `rev` is the opposite direction, `threshold_ns` the out-of-order
+    /// threshold (handshake RTT or [`DEFAULT_OOO_THRESHOLD_NS`]).
+    #[inline]
+    pub fn on_segment(&mut self, rev: &DirSeq, seg: &Segment, threshold_ns: u64) -> Outcome {
+        let f = seg.flags;
+        let syn = f.contains(TcpFlags::SYN);
+        let fin = f.contains(TcpFlags::FIN);
+        let sfr = f.intersects(TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST);
+        let has_ack = f.contains(TcpFlags::ACK);
+        let seg_len = seg.data_len.wrapping_add(u32::from(syn) + u32::from(fin));
+        let known = self.flags & SEQ_KNOWN != 0;
+
+        let keepalive = known && seg.data_len <= 1 && !sfr && seg.seq == self.next.sub(1);
+        let dup_ack = known
+            && seg.data_len == 0
+            && !sfr
+            && has_ack
+            && self.flags & PREV_ACK != 0
+            && seg.window == self.win
+            && seg.ack == self.ack
+            && seg.seq == self.next;
+
+        let class = if keepalive {
+            Class::KeepAlive
+        } else if seg.data_len > 0 || syn || fin {
+            let below = known && seg.seq.before(self.next);
+            if below
+                && rev.dup_run >= 2
+                && seg.seq == rev.ack
+                && seg.ts_ns.saturating_sub(rev.dupack_ts) <= FAST_RETRANS_WINDOW_NS
+            {
+                Class::FastRetrans
+            } else if below
+                && seg.ts_ns.saturating_sub(self.high_ts) <= threshold_ns
+                && seg.seq.add(seg_len) != self.next
+            {
+                Class::OutOfOrder
+            } else if seg.data_len > 0
+                && rev.flags & ACK_KNOWN != 0
+                && seg.seq.add(seg.data_len).at_or_before(rev.ack)
+            {
+                Class::SpuriousRetrans
+            } else if below {
+                Class::Retrans
+            } else {
+                Class::Normal
+            }
+        } else {
+            Class::Normal
+        };
+
+        let end = seg.seq.add(seg_len);
+        if !known || end.after(self.next) {
+            self.next = end;
+            self.high_ts = seg.ts_ns;
+            self.flags |= SEQ_KNOWN;
+        }
+        if has_ack {
+            if dup_ack {
+                self.dup_run = self.dup_run.saturating_add(1);
+                self.dupack_ts = seg.ts_ns;
+            } else if self.flags & ACK_KNOWN == 0 || seg.ack != self.ack {
+                self.dup_run = 0;
+            }
+            self.ack = seg.ack;
+            self.flags |= ACK_KNOWN | PREV_ACK;
+        } else {
+            self.flags &= !PREV_ACK;
+        }
+        self.win = seg.window;
+        Outcome { class, dup_ack }
+    }
+}

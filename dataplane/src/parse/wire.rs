@@ -1,1 +1,0 @@
-//! Zero-copy header views. (Stub: the parser task fills this in.)

@@ -1,0 +1,73 @@
+//! IPFIX specifics (RFC 7011 §3): 16-byte header, template set ID 2,
+//! options template set ID 3, enterprise bit on field specifiers, and a
+//! sequence number that counts data records.
+
+use crate::template::{FlowTemplate, OptionsTemplate, Templates};
+
+pub const HEADER_LEN: usize = 16;
+pub const VERSION: u16 = 10;
+pub const SET_TEMPLATE: u16 = 2;
+pub const SET_OPTIONS_TEMPLATE: u16 = 3;
+
+/// The message header (§3.1). `seq` counts the data records sent before
+/// this message in this observation domain and transport session.
+pub fn header(len: usize, export_time: u32, seq: u32, domain: u32) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[0..2].copy_from_slice(&VERSION.to_be_bytes());
+    h[2..4].copy_from_slice(&u16::try_from(len).unwrap_or(u16::MAX).to_be_bytes());
+    h[4..8].copy_from_slice(&export_time.to_be_bytes());
+    h[8..12].copy_from_slice(&seq.to_be_bytes());
+    h[12..16].copy_from_slice(&domain.to_be_bytes());
+    h
+}
+
+/// Bytes of the options template set, header included.
+pub fn options_template_len(o: &OptionsTemplate) -> usize {
+    4 + 6 + 4 * (1 + o.fields.len())
+}
+
+fn write_template(out: &mut Vec<u8>, t: &FlowTemplate) {
+    out.extend_from_slice(&t.id.to_be_bytes());
+    out.extend_from_slice(&u16::try_from(t.fields.len()).unwrap_or(u16::MAX).to_be_bytes());
+    for f in &t.fields {
+        if f.pen == 0 {
+            out.extend_from_slice(&f.id.to_be_bytes());
+            out.extend_from_slice(&f.len.to_be_bytes());
+        } else {
+            // §3.2: the high bit of the ID says an enterprise number follows.
+            out.extend_from_slice(&(f.id | 0x8000).to_be_bytes());
+            out.extend_from_slice(&f.len.to_be_bytes());
+            out.extend_from_slice(&f.pen.to_be_bytes());
+        }
+    }
+}
+
+/// The template set (both flow templates) then the options template set.
+pub fn write_template_sets(out: &mut Vec<u8>, t: &Templates) {
+    let start = out.len();
+    out.extend_from_slice(&SET_TEMPLATE.to_be_bytes());
+    out.extend_from_slice(&[0, 0]);
+    write_template(out, &t.v4);
+    write_template(out, &t.v6);
+    patch_len(out, start);
+
+    let o = &t.options;
+    let start = out.len();
+    out.extend_from_slice(&SET_OPTIONS_TEMPLATE.to_be_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&o.id.to_be_bytes());
+    out.extend_from_slice(&u16::try_from(1 + o.fields.len()).unwrap_or(0).to_be_bytes());
+    out.extend_from_slice(&1u16.to_be_bytes()); // scope field count
+    for (id, len) in std::iter::once(&o.scope).chain(o.fields.iter()) {
+        out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(&len.to_be_bytes());
+    }
+    patch_len(out, start);
+}
+
+pub(crate) fn patch_len(out: &mut [u8], start: usize) {
+    let len = u16::try_from(out.len() - start).unwrap_or(u16::MAX);
+    if let Some(b) = out.get_mut(start + 2..start + 4) {
+        b.copy_from_slice(&len.to_be_bytes());
+    }
+}

@@ -1,0 +1,261 @@
+//! Information elements: what each exported field is (ID, enterprise number,
+//! length) and which part of a [`FlowRecord`](xdprobe_dataplane::FlowRecord)
+//! fills it.
+//!
+//! Standard IANA elements are used wherever one exists (RFC 7012 registry);
+//! the NPM metrics have none, so they are enterprise elements under the
+//! operator's PEN. Their IDs start at 1001 on purpose: RFC 5103 reverse
+//! elements reuse the IANA ID under PEN 29305, and pmacct keys custom
+//! primitives by ID alone within one template, so an enterprise element with
+//! ID 1, 2 or 6 next to reverse octets/packets/flags would read as 0 there.
+//! No IANA element in use has an ID above 1000, so none can ever collide.
+
+use xdprobe_dataplane::Dir;
+
+/// RFC 5103 reverse-element enterprise number.
+pub const PEN_REVERSE: u32 = 29305;
+/// ntop (nProbe, ntopng) enterprise number, for the compatibility profile.
+pub const PEN_NTOP: u32 = 35632;
+/// RFC 5612 documentation PEN: the default until the operator sets theirs.
+pub const PEN_DOCUMENTATION: u32 = 32473;
+
+/// RFC 7011 §7: a field length of 65535 announces a variable-length field.
+pub const VARLEN: u16 = 65535;
+
+/// Written for an NPM value that was not measured (`None`), since IPFIX has
+/// no null. Collectors see 4294967295; the shipped definitions say so.
+pub const NOT_MEASURED: u32 = u32::MAX;
+
+/// IANA element IDs used by the templates (RFC 7012 registry names).
+pub mod iana {
+    pub const OCTET_DELTA_COUNT: u16 = 1;
+    pub const PACKET_DELTA_COUNT: u16 = 2;
+    pub const PROTOCOL_IDENTIFIER: u16 = 4;
+    pub const IP_CLASS_OF_SERVICE: u16 = 5;
+    pub const TCP_CONTROL_BITS: u16 = 6;
+    pub const SOURCE_TRANSPORT_PORT: u16 = 7;
+    pub const SOURCE_IPV4_ADDRESS: u16 = 8;
+    pub const DESTINATION_TRANSPORT_PORT: u16 = 11;
+    pub const DESTINATION_IPV4_ADDRESS: u16 = 12;
+    /// NetFlow v9 OUT_BYTES / OUT_PKTS (RFC 3954), which nfdump reads as the
+    /// reverse direction of a v9 biflow.
+    pub const NF9_OUT_BYTES: u16 = 23;
+    pub const NF9_OUT_PKTS: u16 = 24;
+    pub const SOURCE_IPV6_ADDRESS: u16 = 27;
+    pub const DESTINATION_IPV6_ADDRESS: u16 = 28;
+    pub const EXPORTED_OCTET_TOTAL_COUNT: u16 = 40;
+    pub const EXPORTED_MESSAGE_TOTAL_COUNT: u16 = 41;
+    pub const EXPORTED_FLOW_RECORD_TOTAL_COUNT: u16 = 42;
+    pub const VLAN_ID: u16 = 58;
+    pub const FLOW_END_REASON: u16 = 136;
+    pub const OBSERVATION_DOMAIN_ID: u16 = 149;
+    pub const FLOW_START_MILLISECONDS: u16 = 152;
+    pub const FLOW_END_MILLISECONDS: u16 = 153;
+    pub const FLOW_START_MICROSECONDS: u16 = 154;
+    pub const FLOW_END_MICROSECONDS: u16 = 155;
+    pub const IGNORED_PACKET_TOTAL_COUNT: u16 = 164;
+    pub const NOT_SENT_FLOW_TOTAL_COUNT: u16 = 166;
+    pub const BIFLOW_DIRECTION: u16 = 239;
+    /// NetFlow v9 options scope "System" (RFC 3954 §6.1).
+    pub const NF9_SCOPE_SYSTEM: u16 = 1;
+}
+
+/// nProbe element IDs. In IPFIX they live under [`PEN_NTOP`] with these
+/// IDs; in NetFlow v9 nProbe numbers them `57472 + id` (verified against
+/// Wireshark's and scapy's nProbe tables, see `docs/exporter.md`).
+pub mod ntop {
+    pub const V9_BASE: u16 = 57472;
+    pub const RETRANSMITTED_IN_PKTS: u16 = 109;
+    pub const RETRANSMITTED_OUT_PKTS: u16 = 110;
+    pub const OOORDER_IN_PKTS: u16 = 111;
+    pub const OOORDER_OUT_PKTS: u16 = 112;
+    pub const CLIENT_NW_LATENCY_MS: u16 = 123;
+    pub const SERVER_NW_LATENCY_MS: u16 = 124;
+    pub const APPL_LATENCY_MS: u16 = 125;
+    /// The older nProbe latency pair (seconds + microseconds) that nfdump
+    /// maps to its latency extension (`netflow_v9.h`: 57554..57559).
+    pub const NF9_CLIENT_NW_DELAY_SEC: u16 = 57554;
+    pub const NF9_CLIENT_NW_DELAY_USEC: u16 = 57555;
+    pub const NF9_SERVER_NW_DELAY_SEC: u16 = 57556;
+    pub const NF9_SERVER_NW_DELAY_USEC: u16 = 57557;
+    pub const NF9_APPL_LATENCY_SEC: u16 = 57558;
+    pub const NF9_APPL_LATENCY_USEC: u16 = 57559;
+}
+
+/// A direction relative to the record being written: `Fwd` is the record's
+/// source → destination, `Rev` the opposite. In biflow mode the source is the
+/// client; in uniflow mode each direction gets its own record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Fwd,
+    Rev,
+}
+
+/// One NPM metric of the flow, always exported under the configured PEN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Npm {
+    Rtt,
+    ClientNet,
+    ServerNet,
+    Srt,
+    SrtCount,
+    SrtMin,
+    SrtMean,
+    SrtMax,
+    Retrans(Dir),
+    RetransFast(Dir),
+    RetransSpurious(Dir),
+    RetransOther(Dir),
+    Ooo(Dir),
+    Keepalive(Dir),
+    DupAck(Dir),
+    /// Bit 0: client/server roles were guessed; bit 1: TLS seen.
+    Flags,
+    SeqInFlow,
+}
+
+/// What fills a field. The encoder matches on this once per field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value {
+    SrcV4,
+    DstV4,
+    SrcV6,
+    DstV6,
+    SrcPort,
+    DstPort,
+    Proto,
+    Tos,
+    Vlan,
+    StartMs,
+    EndMs,
+    /// dateTimeMicroseconds, NTP format (RFC 7011 §6.1.9).
+    StartUs,
+    EndUs,
+    Octets(Side),
+    Packets(Side),
+    TcpFlags(Side),
+    EndReason,
+    BiflowDirection,
+    Npm(Npm),
+    /// nProbe latency: half the segment's round trip, milliseconds.
+    NtopClientNwMs,
+    NtopServerNwMs,
+    NtopApplMs,
+    NtopRetrans(Side),
+    NtopOoo(Side),
+    /// nfdump's v9 latency pair: whole seconds, then the microsecond rest.
+    Nf9ClientDelay { usec: bool },
+    Nf9ServerDelay { usec: bool },
+    Nf9ApplLatency { usec: bool },
+}
+
+/// One field of a template.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub id: u16,
+    /// 0 for an IANA element.
+    pub pen: u32,
+    pub len: u16,
+    pub value: Value,
+}
+
+impl Field {
+    pub const fn iana(id: u16, len: u16, value: Value) -> Field {
+        Field { id, pen: 0, len, value }
+    }
+
+    pub const fn enterprise(pen: u32, id: u16, len: u16, value: Value) -> Field {
+        Field { id, pen, len, value }
+    }
+
+    /// Bytes of this field's specifier in a template record.
+    pub fn spec_len(&self) -> usize {
+        if self.pen == 0 { 4 } else { 8 }
+    }
+}
+
+/// One NPM enterprise element: the single source of the IDs that the
+/// templates, `docs/exporter.md` and `deploy/collectors/` all use (a unit
+/// test checks the shipped collector files against this table).
+pub struct NpmElement {
+    pub id: u16,
+    pub name: &'static str,
+    /// pmacct `aggregate_primitives` name.
+    pub primitive: &'static str,
+    /// IANA abstract data type (RFC 7012 §3.1).
+    pub data_type: &'static str,
+    pub len: u16,
+    pub units: &'static str,
+    pub value: Npm,
+    pub description: &'static str,
+}
+
+const fn el(
+    id: u16,
+    name: &'static str,
+    primitive: &'static str,
+    data_type: &'static str,
+    units: &'static str,
+    value: Npm,
+    description: &'static str,
+) -> NpmElement {
+    let len = match data_type.as_bytes()[data_type.len() - 1] {
+        b'8' => 1,
+        _ => 4,
+    };
+    NpmElement { id, name, primitive, data_type, len, units, value, description }
+}
+
+use Dir::{C2S, S2C};
+
+/// The NPM elements, in template order. 4294967295 = not measured.
+pub const NPM_ELEMENTS: &[NpmElement] = &[
+    el(1001, "tcpHandshakeRttMicroseconds", "rtt_us", "unsigned32", "microseconds", Npm::Rtt,
+        "Handshake RTT = server + client network time"),
+    el(1002, "clientNetworkTimeMicroseconds", "cnt_us", "unsigned32", "microseconds", Npm::ClientNet,
+        "SYN+ACK to the ACK completing the handshake (probe <-> client round trip)"),
+    el(1003, "serverNetworkTimeMicroseconds", "snt_us", "unsigned32", "microseconds", Npm::ServerNet,
+        "SYN to SYN+ACK (probe <-> server round trip)"),
+    el(1004, "serverResponseTimeMicroseconds", "srt_us", "unsigned32", "microseconds", Npm::Srt,
+        "Server response time of the first request/response pair"),
+    el(1005, "serverResponseCount", "srt_count", "unsigned32", "responses", Npm::SrtCount,
+        "Request/response pairs measured"),
+    el(1006, "serverResponseTimeMinMicroseconds", "srt_min_us", "unsigned32", "microseconds", Npm::SrtMin,
+        "Minimum server response time"),
+    el(1007, "serverResponseTimeMeanMicroseconds", "srt_mean_us", "unsigned32", "microseconds", Npm::SrtMean,
+        "Mean server response time"),
+    el(1008, "serverResponseTimeMaxMicroseconds", "srt_max_us", "unsigned32", "microseconds", Npm::SrtMax,
+        "Maximum server response time"),
+    el(1010, "c2sRetransmittedPackets", "retrans_c2s", "unsigned32", "packets", Npm::Retrans(C2S),
+        "Client-to-server retransmissions of any kind"),
+    el(1011, "s2cRetransmittedPackets", "retrans_s2c", "unsigned32", "packets", Npm::Retrans(S2C),
+        "Server-to-client retransmissions of any kind"),
+    el(1012, "c2sFastRetransmittedPackets", "retrans_fast_c2s", "unsigned32", "packets", Npm::RetransFast(C2S),
+        "Client-to-server fast retransmissions"),
+    el(1013, "s2cFastRetransmittedPackets", "retrans_fast_s2c", "unsigned32", "packets", Npm::RetransFast(S2C),
+        "Server-to-client fast retransmissions"),
+    el(1014, "c2sSpuriousRetransmittedPackets", "retrans_spurious_c2s", "unsigned32", "packets",
+        Npm::RetransSpurious(C2S), "Client-to-server spurious retransmissions"),
+    el(1015, "s2cSpuriousRetransmittedPackets", "retrans_spurious_s2c", "unsigned32", "packets",
+        Npm::RetransSpurious(S2C), "Server-to-client spurious retransmissions"),
+    el(1016, "c2sOtherRetransmittedPackets", "retrans_other_c2s", "unsigned32", "packets",
+        Npm::RetransOther(C2S), "Client-to-server retransmissions, neither fast nor spurious"),
+    el(1017, "s2cOtherRetransmittedPackets", "retrans_other_s2c", "unsigned32", "packets",
+        Npm::RetransOther(S2C), "Server-to-client retransmissions, neither fast nor spurious"),
+    el(1018, "c2sOutOfOrderPackets", "ooo_c2s", "unsigned32", "packets", Npm::Ooo(C2S),
+        "Client-to-server out-of-order packets"),
+    el(1019, "s2cOutOfOrderPackets", "ooo_s2c", "unsigned32", "packets", Npm::Ooo(S2C),
+        "Server-to-client out-of-order packets"),
+    el(1020, "c2sKeepalivePackets", "keepalive_c2s", "unsigned32", "packets", Npm::Keepalive(C2S),
+        "Client-to-server TCP keep-alives"),
+    el(1021, "s2cKeepalivePackets", "keepalive_s2c", "unsigned32", "packets", Npm::Keepalive(S2C),
+        "Server-to-client TCP keep-alives"),
+    el(1022, "c2sDuplicateAckPackets", "dup_ack_c2s", "unsigned32", "packets", Npm::DupAck(C2S),
+        "Client-to-server duplicate ACKs"),
+    el(1023, "s2cDuplicateAckPackets", "dup_ack_s2c", "unsigned32", "packets", Npm::DupAck(S2C),
+        "Server-to-client duplicate ACKs"),
+    el(1030, "npmFlags", "npm_flags", "unsigned8", "none", Npm::Flags,
+        "Bit 0: client/server roles guessed; bit 1: TLS"),
+    el(1031, "flowRecordSequence", "seq_in_flow", "unsigned32", "none", Npm::SeqInFlow,
+        "Index of this record within its flow (active-timeout reports)"),
+];

@@ -1,0 +1,334 @@
+//! One collector's pipeline inside the exporter thread:
+//! bounded record queue → encoder (templates, options, data) → transport.
+//!
+//! The queue is what keeps records while a TCP collector is down: bounded by
+//! `tcp_buffer_records`, oldest dropped first, every drop counted and
+//! logged (at most every 10 s). UDP and file links empty it on every pump.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mio::{Registry, Token};
+use tracing::{debug, info, warn};
+use xdprobe_dataplane::FlowRecord;
+
+use crate::collector::{CollectorSpec, Target};
+use crate::encode::{Encoder, ExportClock};
+use crate::stats::CollectorStats;
+use crate::template::{OptionsValues, Templates};
+use crate::transport::file::FileOut;
+use crate::transport::tcp::{Change, TcpOut};
+use crate::transport::udp::UdpOut;
+use crate::transport::Sent;
+use crate::{ExporterConfig, ExporterError};
+
+enum Out {
+    Udp(UdpOut),
+    Tcp(TcpOut),
+    File(FileOut),
+}
+
+/// Counters from outside the link that go into its options records.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Globals {
+    pub ignored_packets: u64,
+    pub channel_drops: u64,
+}
+
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+pub struct Link {
+    pub spec: CollectorSpec,
+    pub token: Token,
+    enc: Encoder,
+    out: Out,
+    queue: VecDeque<FlowRecord>,
+    queue_cap: usize,
+    pub stats: CollectorStats,
+    started: Instant,
+    domain: u32,
+    refresh: Duration,
+    refresh_packets: u32,
+    last_templates: Option<Instant>,
+    msgs_since_templates: u32,
+    /// TCP: templates already sent on this connection.
+    session_templated: bool,
+    pub options_due: bool,
+    /// Records in the TCP message the kernel has not fully taken yet.
+    pending: u64,
+    overflow_unlogged: u64,
+    overflow_logged_at: Option<Instant>,
+    down_logged: bool,
+}
+
+/// Largest message for a target: the MTU minus the IP and transport headers
+/// a datagram/segment to that address carries.
+pub fn max_message_len(mtu: usize, target: &Target) -> usize {
+    let overhead = match target {
+        Target::Udp(SocketAddr::V4(_)) => 20 + 8,
+        Target::Udp(SocketAddr::V6(_)) | Target::File(_) => 40 + 8,
+        Target::Tcp(SocketAddr::V4(_)) => 20 + 32,
+        Target::Tcp(SocketAddr::V6(_)) => 40 + 32,
+    };
+    mtu.saturating_sub(overhead)
+}
+
+/// Build the encoder for a spec (also used to validate a spec up front).
+pub fn encoder_for(spec: &CollectorSpec, cfg: &ExporterConfig) -> Result<Encoder, ExporterError> {
+    let templates = Templates::new(spec.format, spec.mode, spec.profile, cfg.pen);
+    Encoder::new(
+        spec.format,
+        spec.mode,
+        templates,
+        cfg.observation_domain,
+        max_message_len(cfg.mtu, &spec.target),
+    )
+    .map_err(|needed| ExporterError::MtuTooSmall { url: spec.url.clone(), mtu: cfg.mtu, needed })
+}
+
+impl Link {
+    pub fn new(spec: CollectorSpec, cfg: &ExporterConfig, token: Token) -> Result<Self, ExporterError> {
+        let enc = encoder_for(&spec, cfg)?;
+        let io_err = |source| ExporterError::Io { url: spec.url.clone(), source };
+        let out = match &spec.target {
+            Target::Udp(a) => Out::Udp(UdpOut::new(*a).map_err(io_err)?),
+            Target::File(p) => Out::File(FileOut::create(p).map_err(io_err)?),
+            Target::Tcp(a) => Out::Tcp(TcpOut::new(*a, token, cfg.tcp_reconnect_min, cfg.tcp_reconnect_max)),
+        };
+        let stats = CollectorStats { url: spec.url.clone(), ..CollectorStats::default() };
+        Ok(Link {
+            token,
+            enc,
+            out,
+            queue: VecDeque::with_capacity(cfg.tcp_buffer_records.min(1 << 16)),
+            queue_cap: cfg.tcp_buffer_records.max(1),
+            stats,
+            started: Instant::now(),
+            domain: cfg.observation_domain,
+            refresh: cfg.template_refresh,
+            refresh_packets: cfg.template_refresh_packets.max(1),
+            last_templates: None,
+            msgs_since_templates: 0,
+            session_templated: false,
+            options_due: false,
+            pending: 0,
+            overflow_unlogged: 0,
+            overflow_logged_at: None,
+            down_logged: false,
+            spec,
+        })
+    }
+
+    /// Queue one record; the oldest queued record makes room if full.
+    pub fn push(&mut self, r: &FlowRecord, now: Instant) {
+        if self.queue.len() >= self.queue_cap {
+            self.queue.pop_front();
+            self.stats.not_sent += 1;
+            self.overflow_unlogged += 1;
+            if self.overflow_logged_at.is_none_or(|t| now.duration_since(t) >= LOG_EVERY) {
+                warn!(
+                    collector = %self.spec,
+                    dropped = self.overflow_unlogged,
+                    total_dropped = self.stats.not_sent,
+                    capacity = self.queue_cap,
+                    "collector buffer full: dropping oldest records"
+                );
+                self.overflow_logged_at = Some(now);
+                self.overflow_unlogged = 0;
+            }
+        }
+        self.queue.push_back(*r);
+    }
+
+    /// Nothing left to send (for shutdown).
+    pub fn idle(&self) -> bool {
+        let tcp_pending = matches!(&self.out, Out::Tcp(t) if t.has_pending());
+        self.queue.is_empty() && !tcp_pending
+    }
+
+    /// When this link wants to be polled again even without events.
+    pub fn wake_at(&self) -> Option<Instant> {
+        match &self.out {
+            Out::Tcp(t) => t.retry_at(),
+            _ => None,
+        }
+    }
+
+    pub fn on_event(&mut self, reg: &Registry, ev: &mio::event::Event, now: Instant) {
+        if let Out::Tcp(t) = &mut self.out {
+            if let Some(ch) = t.on_event(reg, ev, now) {
+                self.on_change(ch);
+            }
+        }
+    }
+
+    fn on_change(&mut self, ch: Change) {
+        let Out::Tcp(t) = &self.out else { return };
+        let addr = t.addr();
+        match ch {
+            Change::Up => {
+                info!(collector = %self.spec, %addr, queued = self.queue.len(), "connected to collector");
+                self.enc.reset_session();
+                self.session_templated = false;
+                self.stats.connects += 1;
+                self.down_logged = false;
+            }
+            Change::Lost(e) => {
+                if self.pending > 0 {
+                    self.stats.not_sent += self.pending;
+                    self.stats.records = self.stats.records.saturating_sub(self.pending);
+                    self.stats.messages = self.stats.messages.saturating_sub(1);
+                    warn!(collector = %self.spec, records = self.pending, "partially written message lost");
+                    self.pending = 0;
+                }
+                if self.down_logged {
+                    debug!(collector = %self.spec, error = %e, "collector still unreachable");
+                } else {
+                    warn!(collector = %self.spec, error = %e, queued = self.queue.len(),
+                        "collector connection down; buffering records and retrying");
+                    self.down_logged = true;
+                }
+            }
+        }
+    }
+
+    fn templates_due(&self, now: Instant) -> bool {
+        match &self.out {
+            // RFC 7011 §8.4: over UDP, templates are resent periodically so a
+            // collector that (re)starts can decode.
+            Out::Udp(_) => {
+                self.last_templates.is_none_or(|t| now.duration_since(t) >= self.refresh)
+                    || self.msgs_since_templates >= self.refresh_packets
+            }
+            Out::Tcp(_) => !self.session_templated,
+            Out::File(_) => self.last_templates.is_none(),
+        }
+    }
+
+    /// Encode one message (templates if due, options if due, then as many
+    /// queued records as fit). Returns its flow-record count, or None if
+    /// there was nothing to send.
+    fn build(&mut self, now: Instant, g: Globals) -> Option<u64> {
+        let templates = self.templates_due(now);
+        if self.queue.is_empty() && !self.options_due && !templates {
+            return None;
+        }
+        let unix = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let clock = ExportClock {
+            unix_secs: u32::try_from(unix.as_secs()).unwrap_or(u32::MAX),
+            uptime_ms: u32::try_from(self.started.elapsed().as_millis() & 0xFFFF_FFFF).unwrap_or(0),
+        };
+        if templates && self.enc.write_templates(clock).is_ok() {
+            self.last_templates = Some(now);
+            self.msgs_since_templates = 0;
+            self.session_templated = true;
+        }
+        let mut options = 0;
+        if self.options_due {
+            let v = OptionsValues {
+                observation_domain: self.domain,
+                exported_messages: self.stats.messages,
+                exported_records: self.stats.records,
+                exported_octets: self.stats.octets,
+                ignored_packets: g.ignored_packets,
+                not_sent_records: self.stats.not_sent + g.channel_drops,
+            };
+            if self.enc.write_options(&v, clock).is_ok() {
+                self.options_due = false;
+                options = 1;
+            }
+        }
+        while let Some(r) = self.queue.front() {
+            if self.enc.write_record(r, clock).is_err() {
+                break;
+            }
+            self.queue.pop_front();
+        }
+        Some(u64::from(self.enc.pending_records()) - options)
+    }
+
+    fn account(&mut self, records: u64, octets: usize) {
+        self.stats.messages += 1;
+        self.stats.records += records;
+        self.stats.octets += octets as u64;
+        self.msgs_since_templates = self.msgs_since_templates.saturating_add(1);
+    }
+
+    /// Move queued records to the collector as far as the transport allows.
+    pub fn pump(&mut self, reg: &Registry, now: Instant, g: Globals) {
+        if let Out::Tcp(t) = &mut self.out {
+            if let Some(ch) = t.tick(reg, now) {
+                self.on_change(ch);
+            }
+        }
+        // Bounded: each round either sends a message or stops.
+        for _ in 0..100_000 {
+            if let Out::Tcp(t) = &mut self.out {
+                if !t.is_up() {
+                    return;
+                }
+                match t.flush(reg, now) {
+                    Ok(true) => self.pending = 0,
+                    Ok(false) => return,
+                    Err(ch) => return self.on_change(ch),
+                }
+                if let Some(ch) = t.check_alive(reg, now) {
+                    return self.on_change(ch);
+                }
+            }
+            let Some(records) = self.build(now, g) else { return };
+            let Some(msg) = self.enc.finish() else { return };
+            let len = msg.len();
+            let outcome = match &mut self.out {
+                Out::Udp(u) => u.send(msg),
+                Out::File(f) => f.send(msg),
+                Out::Tcp(t) => {
+                    t.push(msg);
+                    // Counted as exported now; taken back if the connection
+                    // is lost before the kernel has all of it.
+                    let flushed = t.flush(reg, now);
+                    self.account(records, len);
+                    self.pending = records;
+                    match flushed {
+                        Ok(true) => self.pending = 0,
+                        Ok(false) => return,
+                        Err(ch) => return self.on_change(ch),
+                    }
+                    continue;
+                }
+            };
+            match outcome {
+                Sent::Ok => self.account(records, len),
+                Sent::Dropped(e) => {
+                    self.stats.not_sent += records;
+                    debug!(collector = %self.spec, error = %e, records, "message not sent");
+                }
+            }
+        }
+    }
+
+    /// Periodic housekeeping: flush file buffers.
+    pub fn flush_file(&mut self) {
+        if let Out::File(f) = &mut self.out {
+            if let Err(e) = f.flush() {
+                warn!(collector = %self.spec, error = %e, "file flush failed");
+            }
+        }
+    }
+
+    /// Final accounting at shutdown: what is still queued is not sent.
+    pub fn close(&mut self, reg: &Registry) {
+        self.flush_file();
+        let left = self.queue.len() as u64 + self.pending;
+        if left > 0 {
+            warn!(collector = %self.spec, records = left, "records not sent before shutdown");
+            self.stats.not_sent += left;
+            self.queue.clear();
+            self.pending = 0;
+        }
+        if let Out::Tcp(t) = &mut self.out {
+            t.close(reg);
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Exporter counters. The channel-full count is shared with the senders
+//! (one relaxed atomic add on the failure path only); everything else is
+//! owned by the exporter thread and returned by `Exporter::shutdown`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters the senders update.
+#[derive(Debug, Default)]
+pub(crate) struct SharedCounters {
+    /// Records refused because the channel was full (or the exporter gone).
+    pub channel_drops: AtomicU64,
+}
+
+impl SharedCounters {
+    pub fn channel_drops(&self) -> u64 {
+        self.channel_drops.load(Ordering::Relaxed)
+    }
+}
+
+/// Per-collector totals.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CollectorStats {
+    pub url: String,
+    /// Messages handed to the transport (for TCP: written to the socket).
+    pub messages: u64,
+    /// Flow data records in those messages (uniflow: two per connection).
+    pub records: u64,
+    pub octets: u64,
+    /// Records that will never reach this collector: TCP buffer overflow,
+    /// UDP send errors, file write errors, or still queued at shutdown.
+    pub not_sent: u64,
+    /// Successful TCP (re)connections.
+    pub connects: u64,
+}
+
+/// What `Exporter::shutdown` returns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportStats {
+    /// Records taken from the channel by the exporter thread.
+    pub records_received: u64,
+    /// Records refused by `RecordSender::send` because the channel was full.
+    pub channel_drops: u64,
+    pub collectors: Vec<CollectorStats>,
+}

@@ -1,0 +1,151 @@
+//! Wireshark's IPFIX/NetFlow dissector (tshark) decodes every message the
+//! exporter sends over UDP: no malformed packet, no data set without its
+//! template, values as sent, NTP microsecond timestamps right.
+
+mod common;
+
+use std::net::UdpSocket;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
+
+/// tshark's view of what a collector received.
+struct Dissected {
+    pcap: std::path::PathBuf,
+    decode: String,
+    verbose: String,
+}
+
+impl Dissected {
+    /// All values of one field across every packet, in order.
+    fn field(&self, name: &str) -> Vec<String> {
+        let o = Command::new("tshark")
+            .args(["-n", "-r"])
+            .arg(&self.pcap)
+            .args(["-d", &self.decode, "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=;", "-e", name])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .flat_map(|l| l.split(';').map(str::to_string).collect::<Vec<_>>())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+}
+
+impl Drop for Dissected {
+    fn drop(&mut self) {
+        if std::env::var("XDPROBE_KEEP").is_err() {
+            let _ = std::fs::remove_file(&self.pcap);
+        }
+    }
+}
+
+/// Export `recs` to a UDP socket we read, wrap the datagrams in a pcap and
+/// hand it to tshark.
+fn export_and_dissect(query: &str, recs: &[xdprobe_dataplane::FlowRecord], tag: &str) -> Dissected {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = sock.local_addr().unwrap().port();
+    let cfg = ExporterConfig {
+        collectors: vec![CollectorSpec::parse(&format!("udp://127.0.0.1:{port}{query}")).unwrap()],
+        template_refresh_packets: 5,
+        options_interval: Duration::from_millis(50),
+        ..ExporterConfig::default()
+    };
+    let ex = Exporter::spawn(cfg).unwrap();
+    let tx = ex.sender();
+    for (i, r) in recs.iter().enumerate() {
+        tx.send_blocking(*r);
+        if i % 50 == 0 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    drop(tx);
+    let stats = ex.shutdown().unwrap();
+    let dgrams = recv_all(&sock, Duration::from_millis(300));
+    assert_eq!(dgrams.len() as u64, stats.collectors[0].messages);
+    assert!(dgrams.iter().all(|d| d.len() <= 1500 - 28), "datagram over the MTU");
+    let pcap = std::env::temp_dir().join(format!("xdprobe-tshark-{tag}-{}.pcap", std::process::id()));
+    write_udp_pcap(&pcap, port, &dgrams);
+    let decode = format!("udp.port=={port},cflow");
+    let verbose = Command::new("tshark").args(["-n", "-r"]).arg(&pcap).args(["-d", &decode, "-V"]).output().unwrap();
+    let verbose = String::from_utf8_lossy(&verbose.stdout).into_owned();
+    if std::env::var("XDPROBE_DUMP").is_ok_and(|d| d == tag) {
+        println!("{verbose}");
+    }
+    Dissected { pcap, decode, verbose }
+}
+
+fn assert_clean(verbose: &str) {
+    for bad in ["Malformed", "[Expert Info (Warning", "no template found", "Unknown", "Data (", "unknown"] {
+        let hits: Vec<&str> = verbose.lines().filter(|l| l.contains(bad)).take(5).collect();
+        assert!(hits.is_empty(), "tshark reports {bad:?}: {hits:#?}");
+    }
+}
+
+#[test]
+fn tshark_decodes_ipfix_biflow_with_every_field() {
+    if !require("tshark") {
+        return;
+    }
+    let recs = mixed_records(200);
+    let d = export_and_dissect("", &recs, "ipfix");
+    assert_clean(&d.verbose);
+    let want: Vec<String> = recs.iter().map(|r| r.client_port.to_string()).collect();
+    assert_eq!(d.field("cflow.srcport"), want, "one record per connection, in order");
+    // Forward then reverse (PEN 29305) octets for each biflow.
+    let octets = d.field("cflow.octets");
+    let want: Vec<String> = recs.iter().flat_map(|r| [r.c2s.bytes.to_string(), r.s2c.bytes.to_string()]).collect();
+    assert_eq!(octets, want);
+    // dateTimeMicroseconds (NTP) decoded back to the record's microsecond.
+    let starts = d.field("cflow.abstimestart");
+    assert_eq!(starts.len(), 400, "ms and µs start time of every record");
+    for (i, r) in recs.iter().enumerate() {
+        let us = r.start.as_micros();
+        let frac_us = format!(".{:06}", us % 1_000_000);
+        let frac_ms = format!(".{:03}000000", (r.start.as_nanos() / 1_000_000) % 1000);
+        assert!(starts[2 * i].contains(&frac_ms), "{} vs {frac_ms}", starts[2 * i]);
+        assert!(starts[2 * i + 1].contains(&frac_us), "{} vs {frac_us}", starts[2 * i + 1]);
+    }
+    // The options record (exporter statistics) is decoded too.
+    assert!(!d.field("cflow.notsent_flows").is_empty(),
+        "no options record decoded");
+}
+
+#[test]
+fn tshark_decodes_nfv9_and_ntop_profile() {
+    if !require("tshark") {
+        return;
+    }
+    let recs = mixed_records(120);
+    for (q, tag) in [
+        ("?format=nfv9", "v9"),
+        ("?format=nfv9&profile=ntop", "v9ntop"),
+        ("?profile=ntop", "ntop"),
+        ("?mode=uniflow&profile=ntop", "uniflow"),
+    ] {
+        let d = export_and_dissect(q, &recs, tag);
+        assert_clean(&d.verbose);
+        let want = if q.contains("uniflow") { 240 } else { 120 };
+        assert_eq!(d.field("cflow.srcport").len(), want, "{q}");
+        if q.contains("ntop") && !q.contains("nfv9") {
+            // Wireshark names the nProbe elements under PEN 35632 itself:
+            // our IDs are the ones it knows.
+            let lat = d.field("cflow.pie.ntop.client_nw_latency_ms");
+            assert_eq!(lat.len(), want, "{q}");
+            // 5200 µs client network time → RTT/2 = 2.6 ms → 3 ms.
+            assert_eq!(lat[0], "3");
+            let appl = d.field("cflow.pie.ntop.appl_latency_ms");
+            assert_eq!(appl[0], "2500");
+            let rin = d.field("cflow.pie.ntop.retransmitted_in_pkts");
+            assert_eq!(rin[0], recs[0].c2s.retrans.to_string());
+            let rout = d.field("cflow.pie.ntop.retransmitted_out_pkts");
+            assert_eq!(rout[0], recs[0].s2c.retrans.to_string());
+            let oin = d.field("cflow.pie.ntop.ooorder_in_pkts");
+            assert_eq!(oin[0], recs[0].c2s.ooo.to_string());
+        }
+    }
+}

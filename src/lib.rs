@@ -1,0 +1,5 @@
+//! xdprobe's root package as a library: the live-capture path (XDP loader,
+//! AF_XDP sockets, per-queue workers, daemon), so the `xdprobe` binary and
+//! the privileged integration tests in `tests/live_*.rs` share one copy.
+
+pub mod live;

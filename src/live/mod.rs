@@ -1,0 +1,17 @@
+//! Live capture, in the order a frame travels: `xdp` (the kernel program's
+//! loader: filter, timestamp, redirect) → `xsk` (one AF_XDP socket and UMEM
+//! per RX queue) → `worker` (one pinned thread per queue; `steer` and
+//! `handoff` bring both directions of a flow to one worker) → `sink`
+//! (records to the exporter / JSON) ; `prom` and `daemon` (signals, reload,
+//! privileges) run the whole as `xdprobe run`.
+
+pub mod clock;
+pub mod handoff;
+pub mod sink;
+pub mod steer;
+pub mod worker;
+pub mod xdp;
+pub mod xsk;
+pub mod daemon;
+pub mod privs;
+pub mod prom;

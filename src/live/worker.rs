@@ -1,0 +1,214 @@
+//! One thread per RX queue: drain its AF_XDP socket, hand frames whose
+//! flow another worker owns to that worker, feed the rest (and what others
+//! hand over) to this worker's own `xdprobe_dataplane::Worker`, and send
+//! finished records on. Shared-nothing: the flow table and counters belong
+//! to the thread; others only see a snapshot published once per tick.
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use xdprobe_dataplane::{
+    FlowConfig, FlowRecord, Timestamp, Worker, WorkerStats, parse::LinkType,
+};
+
+use super::{
+    clock::{TaiClock, unix_now},
+    handoff::{Consumer, Producer},
+    sink::RecordSink,
+    steer,
+    xsk::{XskSocket, XskStats},
+};
+
+/// Frames taken from each incoming hand-off ring per pass.
+const HANDOFF_BATCH: usize = 256;
+
+/// Counters of the live loop itself (the flow counters are in
+/// `WorkerStats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoopStats {
+    /// Frames read from this worker's socket.
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    /// Non-empty RX batches.
+    pub batches: u64,
+    /// Frames passed to another worker's ring.
+    pub handed_off: u64,
+    /// Frames lost because the owner's ring was full.
+    pub handoff_full: u64,
+    /// Frames received from other workers.
+    pub handoff_in: u64,
+    /// Frames without an XDP timestamp, stamped at read time instead.
+    pub ts_fallback: u64,
+    /// Records sent on / dropped at a full exporter channel.
+    pub records_out: u64,
+    pub records_dropped: u64,
+}
+
+/// What a worker publishes for the metrics endpoint and the log line.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub queue: u32,
+    pub core: Option<usize>,
+    pub flows: WorkerStats,
+    pub live: LoopStats,
+    /// The socket's kernel statistics, read at the same tick.
+    pub socket: XskStats,
+}
+
+/// State shared between the daemon and all workers.
+#[derive(Default)]
+pub struct Control {
+    /// Phase 1 of shutdown: stop reading (XDP is already detached).
+    pub stop_rx: AtomicBool,
+    /// Workers that have drained their RX ring after `stop_rx`.
+    pub rx_done: AtomicUsize,
+    /// How many workers there are (all interfaces).
+    pub workers: AtomicUsize,
+}
+
+/// Everything one worker thread needs; built by the daemon.
+pub struct QueueWorker {
+    pub index: usize,
+    pub workers: usize,
+    pub core: Option<usize>,
+    pub socket: XskSocket,
+    pub flow: FlowConfig,
+    pub sink: RecordSink,
+    /// `producers[j]`: ring to worker j (`None` for self).
+    pub producers: Vec<Option<Producer>>,
+    pub consumers: Vec<Consumer>,
+    pub control: Arc<Control>,
+    pub published: Arc<Mutex<Snapshot>>,
+    /// How often expiry runs and the snapshot is published.
+    pub tick: Duration,
+    /// Ignore the XDP timestamps and stamp frames when their batch is read
+    /// (only to measure what the XDP timestamps are worth).
+    pub read_time_stamps: bool,
+}
+
+impl QueueWorker {
+    /// The thread body. Returns the final snapshot.
+    pub fn run(mut self) -> Snapshot {
+        if let Some(core) = self.core
+            && !core_affinity::set_for_current(core_affinity::CoreId { id: core })
+        {
+            tracing::warn!(queue = self.socket.queue, core, "could not pin worker to its core");
+        }
+        let mut worker = Worker::new(&self.flow);
+        let mut clock = TaiClock::new();
+        let mut last_tick = Instant::now();
+        let me = self.index;
+        let n = self.workers;
+        let sink = &self.sink;
+        let mut emit = |rec: FlowRecord| sink.send(rec);
+        let mut rx = LoopStats::default();
+        let read_time = self.read_time_stamps;
+
+        loop {
+            let stopping = self.control.stop_rx.load(Ordering::Acquire);
+            // Frames from other queues first: they were stamped before
+            // anything this pass is about to read.
+            for c in &mut self.consumers {
+                rx.handoff_in += c.drain(HANDOFF_BATCH, |f, wire, ts| {
+                    worker.on_frame(Some(LinkType::Ethernet), f, wire, ts, &mut emit);
+                }) as u64;
+            }
+            let mut read_ts: Option<Timestamp> = None;
+            let got = self.socket.recv_batch(|frame| {
+                let ts = match frame.tai_ns.filter(|_| !read_time) {
+                    Some(tai) => clock.to_unix(tai),
+                    None => {
+                        rx.ts_fallback += 1;
+                        *read_ts.get_or_insert_with(unix_now)
+                    }
+                };
+                let wire = u32::try_from(frame.data.len()).unwrap_or(u32::MAX);
+                rx.rx_frames += 1;
+                rx.rx_bytes += u64::from(wire);
+                match steer::owner(frame.data, n) {
+                    Some(o) if o != me => {
+                        let pushed = match self.producers.get_mut(o) {
+                            Some(Some(p)) => p.push(frame.data, wire, ts),
+                            _ => false,
+                        };
+                        if pushed {
+                            rx.handed_off += 1;
+                        } else {
+                            rx.handoff_full += 1;
+                        }
+                    }
+                    _ => worker.on_frame(Some(LinkType::Ethernet), frame.data, wire, ts, &mut emit),
+                }
+            });
+            match got {
+                Ok(0) => {
+                    if stopping {
+                        break;
+                    }
+                }
+                Ok(_) => rx.batches += 1,
+                Err(e) => {
+                    tracing::error!(queue = self.socket.queue, error = %e, "AF_XDP receive failed");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            if last_tick.elapsed() >= self.tick {
+                last_tick = Instant::now();
+                clock.refresh();
+                worker.on_tick(unix_now(), &mut emit);
+                self.publish(&worker, rx);
+            }
+        }
+
+        // Phase 2: every worker has stopped reading; take what is left in
+        // the hand-off rings, then end every active flow.
+        self.control.rx_done.fetch_add(1, Ordering::AcqRel);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let all_done = self.control.rx_done.load(Ordering::Acquire)
+                >= self.control.workers.load(Ordering::Acquire);
+            let mut moved = 0;
+            for c in &mut self.consumers {
+                moved += c.drain(usize::MAX, |f, wire, ts| {
+                    worker.on_frame(Some(LinkType::Ethernet), f, wire, ts, &mut emit);
+                });
+            }
+            rx.handoff_in += moved as u64;
+            if (all_done && moved == 0) || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Shutdown must not lose records: wait for room from here on.
+        sink.set_blocking();
+        worker.flush(&mut emit);
+        let snap = self.publish(&worker, rx);
+        tracing::info!(
+            queue = snap.queue,
+            frames = snap.live.rx_frames,
+            records = snap.live.records_out,
+            "worker stopped"
+        );
+        snap
+    }
+
+    fn publish(&self, worker: &Worker, mut live: LoopStats) -> Snapshot {
+        (live.records_out, live.records_dropped) = self.sink.counts();
+        let snap = Snapshot {
+            queue: self.socket.queue,
+            core: self.core,
+            flows: worker.stats(),
+            live,
+            socket: self.socket.stats().unwrap_or_default(),
+        };
+        if let Ok(mut p) = self.published.lock() {
+            *p = snap.clone();
+        }
+        snap
+    }
+}

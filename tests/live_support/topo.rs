@@ -1,0 +1,236 @@
+//! The live-capture test bench: a client and a server talking through a
+//! monitored link, with the link mirrored (as a switch's SPAN port would)
+//! to the probe's own interface.
+//!
+//! ```text
+//!  ns C            ns M                                               ns S
+//!  c0 192.0.2.1 -- c1 [leg A] m0 ===== m1 [leg B] s1 -------------- s0 192.0.2.2
+//!                             |  tcpdump here (the reference capture)
+//!                             | tc mirred (ingress + egress)
+//!                             p0 ---------------- p1 (ns P): XDP + AF_XDP, xdprobe run
+//! ```
+//!
+//! Leg A/B are `shared/tools/impair.py` bridges (delay, loss, reordering,
+//! logged) or, without impairment, Linux bridges. Leg A runs on CPU 0 and
+//! leg B on CPU 1, and XPS maps p0's TX queue i to CPU i: client→server
+//! frames (sent on m0 by leg A) land on p1's RX queue 0 and server→client
+//! frames (received on m0 from leg B's CPU) on queue 1, so with two queues
+//! the two directions of every connection meet different workers.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use super::{NetNs, VethOpts, addr, neigh, veth};
+
+pub const CLIENT_IP: &str = "192.0.2.1";
+pub const SERVER_IP: &str = "192.0.2.2";
+
+/// Impairment of the two legs (each direction), as impair.py takes it.
+#[derive(Clone, Copy, Debug)]
+pub struct Impair {
+    pub client_delay_ms: f64,
+    pub server_delay_ms: f64,
+    pub loss_pct: f64,
+    pub reorder_pct: f64,
+    pub seed: u64,
+}
+
+pub struct Bench {
+    pub c: NetNs,
+    pub m: NetNs,
+    pub s: NetNs,
+    pub p: NetNs,
+    pub dir: PathBuf,
+    /// Background processes, killed (then reaped) on drop.
+    pub children: Vec<Child>,
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().rev() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // Namespaces go when their NetNs fields drop, after this.
+    }
+}
+
+impl Bench {
+    /// Builds the topology; `queues` RX queues on the probe's interface.
+    pub fn new(queues: u32, impair: Option<Impair>, shared: &Path, dir: &Path) -> Bench {
+        let c = NetNs::new("lvc");
+        let m = NetNs::new("lvm");
+        let s = NetNs::new("lvs");
+        let p = NetNs::new("lvp");
+        veth(&c, "c0", &m, "c1", VethOpts::default());
+        veth(&s, "s0", &m, "s1", VethOpts::default());
+        veth(&m, "m0", &m, "m1", VethOpts::default());
+        veth(&m, "p0", &p, "p1", VethOpts { queues });
+        addr(&c, "c0", "192.0.2.1/24");
+        addr(&s, "s0", "192.0.2.2/24");
+        neigh(&c, "c0", SERVER_IP, &s.mac("s0"));
+        neigh(&s, "s0", CLIENT_IP, &c.mac("c0"));
+        // Mirror both directions of m0 to p0, as a SPAN port would.
+        m.exec(&["tc", "qdisc", "add", "dev", "m0", "clsact"]);
+        for dir in ["ingress", "egress"] {
+            m.exec(&[
+                "tc", "filter", "add", "dev", "m0", dir, "protocol", "all", "u32", "match",
+                "u32", "0", "0", "action", "mirred", "egress", "mirror", "dev", "p0",
+            ]);
+        }
+        for q in 0..queues {
+            let mask = format!("{:x}", 1u32 << (q % 2));
+            m.exec(&[
+                "sh",
+                "-c",
+                &format!("echo {mask} > /sys/class/net/p0/queues/tx-{q}/xps_cpus"),
+            ]);
+        }
+        let mut b = Bench {
+            c,
+            m,
+            s,
+            p,
+            dir: dir.to_owned(),
+            children: Vec::new(),
+        };
+        match impair {
+            Some(i) => b.start_impair(i, shared),
+            None => {
+                for (br, a, z) in [("bra", "c1", "m0"), ("brb", "m1", "s1")] {
+                    b.m.exec(&["ip", "link", "add", br, "type", "bridge"]);
+                    b.m.exec(&["ip", "link", "set", a, "master", br]);
+                    b.m.exec(&["ip", "link", "set", z, "master", br]);
+                    b.m.exec(&["ip", "link", "set", br, "up"]);
+                }
+            }
+        }
+        b
+    }
+
+    fn start_impair(&mut self, i: Impair, shared: &Path) {
+        let tool = shared.join("tools/impair.py");
+        let legs = [
+            ("0", "c1", "m0", "client_leg", i.client_delay_ms, 0.0, 0.0, i.seed * 10 + 1),
+            ("1", "m1", "s1", "server_leg", i.server_delay_ms, i.loss_pct, i.reorder_pct, i.seed * 10 + 2),
+        ];
+        let mut ready = Vec::new();
+        for (cpu, a, z, tag, delay, loss, reorder, seed) in legs {
+            let r = self.dir.join(format!("ready_{tag}"));
+            let child = self
+                .m
+                .command("taskset")
+                .args(["-c", cpu, "python3"])
+                .arg(&tool)
+                .args(["--a", a, "--b", z, "--tag", tag])
+                .args(["--delay-ms", &delay.to_string()])
+                .args(["--loss", &loss.to_string(), "--reorder", &reorder.to_string()])
+                .args(["--seed", &seed.to_string(), "--duration", "40"])
+                .arg("--log")
+                .arg(self.dir.join(format!("{tag}.jsonl")))
+                .arg("--ready")
+                .arg(&r)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("impair.py");
+            self.children.push(child);
+            ready.push(r);
+        }
+        wait_for(Duration::from_secs(10), "impair.py bridges ready", || {
+            ready.iter().all(|r| r.exists())
+        });
+    }
+
+    /// Starts tcpdump on the monitored link; returns its index in
+    /// `children` (stop it with [`Bench::stop_tcpdump`]).
+    pub fn start_tcpdump(&mut self, out: &Path) -> usize {
+        let err = self.dir.join("tcpdump.err");
+        let child = self
+            .m
+            .command("tcpdump")
+            .args(["-i", "m0", "-n", "-s", "262144", "-B", "32768", "-U", "-w"])
+            .arg(out)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).expect("tcpdump.err"))
+            .spawn()
+            .expect("tcpdump");
+        self.children.push(child);
+        wait_for(Duration::from_secs(10), "tcpdump listening", || {
+            std::fs::read_to_string(&err).is_ok_and(|s| s.contains("listening on"))
+        });
+        self.children.len() - 1
+    }
+
+    pub fn stop_tcpdump(&mut self, idx: usize) {
+        if let Some(c) = self.children.get_mut(idx) {
+            signal(c.id(), libc::SIGINT);
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Sends `sig` to `pid`.
+pub fn signal(pid: u32, sig: i32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        // SAFETY: kill(2) on a child this test spawned.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// Polls `cond` every 20 ms; panics with `what` after `limit`.
+pub fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for a child with a deadline; kills it and panics on timeout.
+pub fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let end = Instant::now() + limit;
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return st;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A scratch directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(super::unique(&format!("xdprobe-{tag}-")));
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::env::var_os("XDPROBE_KEEP_TEST_DIR").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Runs `ip netns exec NS cmd…` in the background.
+pub fn spawn_in(ns: &NetNs, args: &[&str], log: &Path) -> Child {
+    let mut c: Command = ns.command(args[0]);
+    c.args(&args[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log file"));
+    c.spawn().unwrap_or_else(|e| panic!("spawning {args:?}: {e}"))
+}

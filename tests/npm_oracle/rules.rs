@@ -1,0 +1,274 @@
+//! Where `npm-metrics.md` and Wireshark 4.0 (`packet-tcp.c`
+//! `tcp_analyze_sequence_number`, `packet-dns.c`) really differ on a packet.
+//! Each rule is a narrow predicate over tshark's own per-packet output; a
+//! packet it names is an *exception*: the expected xdprobe value is
+//! tshark's, moved by exactly that packet. Nothing else is tolerated.
+//! `docs/npm-vs-wireshark.md` explains every rule.
+
+use super::tshark::{F_ACK, F_FIN, F_RST, F_SYN, Pkt};
+
+/// Out-of-order threshold without a handshake RTT (spec §3).
+const DEFAULT_THRESHOLD_NS: u64 = 3_000_000;
+/// Wireshark's DNS `retransmission_timer` default (packet-dns.c): a repeated
+/// query at least this long after an unanswered one is a new transaction.
+const WS_DNS_RETRANS_NS: u64 = 5_000_000_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Rule {
+    /// Wireshark tests "spurious" before "out of order"; the spec tests
+    /// out of order (rule 2) before spurious (rule 3). A packet tshark
+    /// flags spurious that meets rule 2 is out of order for us.
+    SpuriousBeforeOoo,
+    /// Wireshark stores `initial_rtt` at the first ACK-flagged non-SYN
+    /// packet after a SYN even when it is a RST (refused connection); the
+    /// spec has no handshake there, so RTT is absent.
+    RttFromRst,
+    /// A SYN retry captured after the SYN+ACK that the handshake ACK
+    /// answers (the client's retry crossed the server's): Wireshark
+    /// measures `initial_rtt` from that last SYN, the spec pairs the SYN+ACK
+    /// with the SYN captured before it (`metrics/handshake.rs`).
+    SynRetryAfterSynAck,
+    /// Wireshark classifies a repeated ACK answering a keep-alive as
+    /// "keep-alive ACK" and not as a duplicate ACK; it meets the spec's
+    /// duplicate-ACK definition, so we count it.
+    KeepAliveAckIsDupAck,
+    /// DNS requests/responses on the port pair stop alternating (a new
+    /// query while one is unanswered, or a stray response): the spec
+    /// measures no SRT for the flow; tshark still times each response.
+    DnsNotAlternating,
+    /// A query repeated ≥ 5 s after an unanswered one with the same ID:
+    /// Wireshark starts a new transaction, the spec measures from the
+    /// first observation of the request.
+    DnsRetryAfter5s,
+    /// A DNS response in IP fragments: tshark times it at the reassembling
+    /// (last) fragment, the probe at the first fragment, when the response
+    /// is first captured (the probe does not reassemble).
+    DnsFragmentedResponse,
+    /// tshark's UDP conversation spans several VLANs; xdprobe keys flows by
+    /// VLAN (the lead's flow key), so DNS transactions are tracked per VLAN.
+    VlanKeyedFlows,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Hit {
+    pub flow: String,
+    pub frame: u64,
+    pub rule: Rule,
+}
+
+fn before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// Per-direction adjustments for one TCP flow (index 0 = client→server).
+#[derive(Debug, Default)]
+pub struct TcpAdjust {
+    pub spur_to_ooo: [u64; 2],
+    pub ka_ack_dup: [u64; 2],
+    pub rtt_from_rst: bool,
+    /// When Wireshark's handshake ended (its `initial_rtt` packet), ns.
+    pub hs_end_ns: Option<u64>,
+    /// Our RTT (ns) where `SynRetryAfterSynAck` applies; `None` there if no
+    /// SYN precedes the SYN+ACK.
+    pub rtt_override: Option<Option<u64>>,
+}
+
+/// Finds the TCP exceptions in one tshark stream. `client` is the oracle's
+/// client endpoint (`addr:port`).
+pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit>) -> TcpAdjust {
+    let mut adj = TcpAdjust::default();
+    let threshold = pkts
+        .iter()
+        .find_map(|p| p.initial_rtt_ns)
+        .unwrap_or(DEFAULT_THRESHOLD_NS);
+    // Spec §3 expected SEQ (highest SEQ + SEG.LEN) and its time, per direction.
+    let mut next: [Option<(u32, u64)>; 2] = [None, None];
+    let mut syn_seen = false;
+    let mut hs_closed = false;
+    // (frame, ts) of the last SYN; ts of the last SYN+ACK and of the last
+    // SYN before it.
+    let mut last_syn: Option<(u64, u64)> = None;
+    let mut last_synack: Option<(u64, Option<u64>)> = None;
+    for p in pkts {
+        let d = usize::from(p.src != client);
+        let seg_len = p.len + u32::from(p.flags & F_SYN != 0) + u32::from(p.flags & F_FIN != 0);
+        if p.spurious && p.len > 0 {
+            if let Some((n, t)) = next[d] {
+                if before(p.seq, n)
+                    && p.ts_ns.saturating_sub(t) <= threshold
+                    && p.seq.wrapping_add(seg_len) != n
+                {
+                    adj.spur_to_ooo[d] += 1;
+                    hits.push(Hit { flow: flow.into(), frame: p.frame, rule: Rule::SpuriousBeforeOoo });
+                }
+            }
+        }
+        if p.keep_alive_ack {
+            adj.ka_ack_dup[d] += 1;
+            hits.push(Hit { flow: flow.into(), frame: p.frame, rule: Rule::KeepAliveAckIsDupAck });
+        }
+        let end = p.seq.wrapping_add(seg_len);
+        if next[d].is_none_or(|(n, _)| before(n, end)) {
+            next[d] = Some((end, p.ts_ns));
+        }
+        // Wireshark's initial_rtt: first (SYN|ACK)==ACK packet after a SYN.
+        if p.flags & (F_SYN | F_ACK) == F_SYN {
+            syn_seen = true;
+            if !hs_closed {
+                last_syn = Some((p.frame, p.ts_ns));
+            }
+        } else if p.flags & (F_SYN | F_ACK) == F_SYN | F_ACK && !hs_closed {
+            last_synack = Some((p.ts_ns, last_syn.map(|(_, t)| t)));
+        } else if syn_seen && !hs_closed && p.flags & (F_SYN | F_ACK) == F_ACK {
+            hs_closed = true;
+            adj.hs_end_ns = Some(p.ts_ns);
+            if let (Some((frame, syn_ts)), Some((sa_ts, paired))) = (last_syn, last_synack) {
+                if syn_ts > sa_ts {
+                    hits.push(Hit { flow: flow.into(), frame, rule: Rule::SynRetryAfterSynAck });
+                    adj.rtt_override = Some(paired.map(|t| p.ts_ns - t));
+                }
+            }
+            if p.flags & F_RST != 0 {
+                adj.rtt_from_rst = true;
+                hits.push(Hit { flow: flow.into(), frame: p.frame, rule: Rule::RttFromRst });
+            }
+        }
+    }
+    adj
+}
+
+/// The spec's DNS rules (§2) replayed on tshark's decoded messages.
+#[derive(Debug, Default)]
+struct DnsSpec {
+    /// First pair: Δ (ns), retry-after-5 s frame, first-fragment frame.
+    first: Option<(u64, Option<u64>, Option<u64>)>,
+    count: u64,
+    /// Every measured pair before a break: (response first seen, Δ), ns.
+    pairs: Vec<(u64, u64)>,
+    /// Frame and time where alternation broke.
+    broken: Option<u64>,
+    broken_ts: Option<u64>,
+    /// tshark's `dns.time` values (ns).
+    ws_times: Vec<u64>,
+}
+
+fn dns_spec(pkts: &[&Pkt], client: &str) -> DnsSpec {
+    #[derive(Clone, Copy)]
+    enum St {
+        Idle,
+        Pending { id: u16, since: u64, retry5: Option<u64> },
+        Answered { id: u16 },
+    }
+    let mut st = St::Idle;
+    let mut out = DnsSpec::default();
+    for p in pkts {
+        let Some(dns) = p.dns else { continue };
+        out.ws_times.extend(dns.time_ns);
+        if out.broken.is_some() {
+            continue;
+        }
+        // A fragmented message is first seen at its first fragment.
+        let (seen_frame, seen_ts) = p.first_fragment.unwrap_or((p.frame, p.ts_ns));
+        let from_client = p.src == client;
+        st = match (from_client, dns.response, st) {
+            (true, false, St::Idle | St::Answered { .. }) => {
+                St::Pending { id: dns.id, since: seen_ts, retry5: None }
+            }
+            (true, false, St::Pending { id, since, retry5 }) if id == dns.id => {
+                let late = seen_ts.saturating_sub(since) >= WS_DNS_RETRANS_NS;
+                St::Pending { id, since, retry5: retry5.or(late.then_some(p.frame)) }
+            }
+            (false, true, St::Pending { id, since, retry5 }) if id == dns.id => {
+                out.count += 1;
+                out.pairs.push((seen_ts, seen_ts.saturating_sub(since)));
+                let frag = (seen_frame != p.frame).then_some(seen_frame);
+                out.first.get_or_insert((seen_ts.saturating_sub(since), retry5, frag));
+                St::Answered { id }
+            }
+            (false, true, St::Answered { id }) if id == dns.id => st,
+            (false, true, St::Idle) => st,
+            (true, false, _) | (false, true, _) => {
+                out.broken = Some(p.frame);
+                out.broken_ts = Some(seen_ts);
+                st
+            }
+            _ => st,
+        };
+    }
+    out
+}
+
+pub fn us(ns: u64) -> u64 {
+    (ns + 500) / 1000
+}
+
+/// What xdprobe must report for one DNS flow (one VLAN).
+#[derive(Debug)]
+pub struct DnsExpect {
+    pub vlan: Option<u16>,
+    /// `srt_us` of the first record with a measurement (0 if none).
+    pub srt_us: u64,
+    pub count: u64,
+    /// For per-interval records: the spec's pairs (response time, Δ) in ns
+    /// and when alternation broke (nothing is measured from that interval on).
+    pub pairs: Vec<(u64, u64)>,
+    pub broken_ts: Option<u64>,
+}
+
+impl DnsExpect {
+    fn from_spec(vlan: Option<u16>, s: DnsSpec, srt_us: u64, count: u64) -> Self {
+        DnsExpect { vlan, srt_us, count, pairs: s.pairs, broken_ts: s.broken_ts }
+    }
+}
+
+/// Expected DNS SRT of one UDP port-53 tshark flow, per VLAN.
+pub fn dns_expect(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit>) -> Vec<DnsExpect> {
+    let mut vlans: Vec<Option<u16>> = Vec::new();
+    for p in pkts {
+        if !vlans.contains(&p.vlan) {
+            vlans.push(p.vlan);
+        }
+    }
+    if vlans.len() > 1 {
+        // tshark's conversation spans VLANs, xdprobe keys flows by VLAN:
+        // each VLAN's flow gets the spec's values from tshark's packet times.
+        let second = pkts.iter().find(|p| p.vlan != vlans[0]).map_or(0, |p| p.frame);
+        hits.push(Hit { flow: flow.into(), frame: second, rule: Rule::VlanKeyedFlows });
+        return vlans
+            .into_iter()
+            .map(|v| {
+                let group: Vec<&Pkt> = pkts.iter().filter(|p| p.vlan == v).collect();
+                let s = dns_spec(&group, client);
+                let (srt, count) = match (s.broken, s.first) {
+                    (None, Some((d, _, _))) => (us(d), s.count),
+                    _ => (0, 0),
+                };
+                DnsExpect::from_spec(v, s, srt, count)
+            })
+            .collect();
+    }
+    let all: Vec<&Pkt> = pkts.iter().collect();
+    let s = dns_spec(&all, client);
+    let vlan = vlans.first().copied().flatten();
+    if let Some(frame) = s.broken {
+        // Only an exception where tshark does time a response.
+        if !s.ws_times.is_empty() {
+            hits.push(Hit { flow: flow.into(), frame, rule: Rule::DnsNotAlternating });
+        }
+        return vec![DnsExpect::from_spec(vlan, s, 0, 0)];
+    }
+    if let Some((delta, retry5, frag)) = s.first {
+        if retry5.is_some() || frag.is_some() {
+            if let Some(frame) = retry5 {
+                hits.push(Hit { flow: flow.into(), frame, rule: Rule::DnsRetryAfter5s });
+            }
+            if let Some(frame) = frag {
+                hits.push(Hit { flow: flow.into(), frame, rule: Rule::DnsFragmentedResponse });
+            }
+            let count = s.count;
+            return vec![DnsExpect::from_spec(vlan, s, us(delta), count)];
+        }
+    }
+    let (srt, count) = (s.ws_times.first().map_or(0, |&t| us(t)), s.ws_times.len() as u64);
+    vec![DnsExpect::from_spec(vlan, s, srt, count)]
+}

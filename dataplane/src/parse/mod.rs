@@ -130,8 +130,10 @@ pub enum L4 {
 /// One packet, parsed. Borrowed from the frame: no copy of the payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketMeta<'a> {
-    /// Outermost 802.1Q/802.1ad VLAN ID (what Wireshark's first `vlan.id`
-    /// shows and what a mirror port tags), `None` when untagged.
+    /// Outermost VLAN ID (802.1Q, or the 802.1ad service tag of QinQ: the
+    /// tag a mirror port or provider adds), `None` when untagged. For
+    /// 802.1ad frames Wireshark shows this tag as `ieee8021ad.id` and the
+    /// inner customer tag as `vlan.id`.
     pub vlan: Option<u16>,
     pub src: IpAddr,
     pub dst: IpAddr,

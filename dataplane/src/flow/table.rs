@@ -77,6 +77,11 @@ struct Flow {
     last: Timestamp,
     /// Start of the current interval for the active timeout.
     anchor: Timestamp,
+    /// When the flow was (re)queued at the LRU tail. The LRU list is ordered
+    /// by this, not by `last`: packets do not move a flow in the list (that
+    /// would write two random neighbours per packet); expiry requeues a flow
+    /// that saw packets since, as a CLOCK cache does.
+    lru_at: Timestamp,
     close_deadline: Timestamp,
     dirs: [Counters; 2],
     metrics: L4Metrics,
@@ -157,6 +162,11 @@ pub struct FlowTable {
     /// Latest packet time seen: expiry runs on packet time, never the clock,
     /// and never goes backwards when a capture's timestamps do.
     now: Timestamp,
+    /// No expiry is due before this: a lower bound of the list heads'
+    /// deadlines, so the per-packet check touches no flow entry (a list head
+    /// is the coldest flow in the table; reading it per packet costs a cache
+    /// miss each).
+    next_deadline: Timestamp,
     stats: TableStats,
 }
 
@@ -180,6 +190,7 @@ impl FlowTable {
             lists: Heads::default(),
             frags: FragTable::new(cfg.frag_capacity),
             now: Timestamp::ZERO,
+            next_deadline: Timestamp(u64::MAX),
             stats: TableStats::default(),
         }
     }
@@ -206,7 +217,9 @@ impl FlowTable {
     pub fn process(&mut self, pkt: &PacketMeta<'_>, ts: Timestamp, out: &mut impl FnMut(FlowRecord)) {
         if ts > self.now {
             self.now = ts;
-            self.expire(out);
+            if ts >= self.next_deadline {
+                self.expire(out);
+            }
         }
         let now = self.now;
         self.stats.packets += 1;
@@ -227,9 +240,14 @@ impl FlowTable {
 
         let mut idx = self.lookup(&key, hash);
         if let Some(i) = idx {
-            // A new connection on the 5-tuple of one that is closing.
             let f = &self.slab.0[i as usize];
-            if f.closing && matches!(pkt.l4, L4::Tcp(t) if t.flags.is_syn_only()) {
+            if now.nanos_since(f.last) >= self.cfg_idle_ns {
+                // Idle for the timeout but not yet swept (expiry is lazy):
+                // the flow ended at its last packet; this one starts anew.
+                self.end(i, EndReason::Idle, out);
+                idx = None;
+            } else if f.closing && matches!(pkt.l4, L4::Tcp(t) if t.flags.is_syn_only()) {
+                // A new connection on the 5-tuple of one that is closing.
                 self.end(i, EndReason::End, out);
                 idx = None;
             }
@@ -264,8 +282,9 @@ impl FlowTable {
             }
         }
         f.metrics.on_packet(dir, pkt, ts);
-        self.lists.move_to_back(&mut self.slab, ListId::Lru, i);
         if now_closing {
+            let due = now.saturating_add_nanos(linger);
+            self.next_deadline = self.next_deadline.min(due);
             self.lists.push_back(&mut self.slab, ListId::Closing, i);
         }
     }
@@ -287,11 +306,8 @@ impl FlowTable {
         ts: Timestamp,
         out: &mut impl FnMut(FlowRecord),
     ) -> u32 {
-        if self.index.len() >= self.capacity
-            && let Some(oldest) = self.lists.head(ListId::Lru)
-        {
-            self.stats.evicted += 1;
-            self.end(oldest, EndReason::Evicted, out);
+        if self.index.len() >= self.capacity {
+            self.evict_one(out);
         }
         let roles = Roles::decide(pkt, side);
         let server_port = key.endpoint(roles.client.other()).1;
@@ -313,6 +329,7 @@ impl FlowTable {
             first: ts,
             last: ts,
             anchor: self.now,
+            lru_at: self.now,
             close_deadline: Timestamp::ZERO,
             dirs: [Counters::default(); 2],
             metrics,
@@ -332,6 +349,10 @@ impl FlowTable {
         self.index.insert_unique(hash, i, hasher);
         self.lists.push_back(&mut self.slab, ListId::Lru, i);
         self.lists.push_back(&mut self.slab, ListId::Active, i);
+        let first_due = self
+            .now
+            .saturating_add_nanos(self.cfg_idle_ns.min(self.cfg_active_ns));
+        self.next_deadline = self.next_deadline.min(first_due);
         self.stats.flows_created += 1;
         i
     }
@@ -364,10 +385,20 @@ impl FlowTable {
             self.end(i, EndReason::End, out);
         }
         while let Some(i) = self.lists.head(ListId::Lru) {
-            if now.nanos_since(self.slab.0[i as usize].last) < self.cfg_idle_ns {
+            let f = &mut self.slab.0[i as usize];
+            if now.nanos_since(f.lru_at) < self.cfg_idle_ns {
                 break;
             }
-            self.end(i, EndReason::Idle, out);
+            if now.nanos_since(f.last) >= self.cfg_idle_ns {
+                self.end(i, EndReason::Idle, out);
+            } else {
+                // Seen since it was queued: check again an idle period on.
+                // So a record leaves between 1× and 2× the idle timeout
+                // after its last packet; where a flow ends is exact (see
+                // `process`).
+                f.lru_at = now;
+                self.lists.move_to_back(&mut self.slab, ListId::Lru, i);
+            }
         }
         while let Some(i) = self.lists.head(ListId::Active) {
             let f = &mut self.slab.0[i as usize];
@@ -384,6 +415,43 @@ impl FlowTable {
             f.anchor = now;
             self.lists.move_to_back(&mut self.slab, ListId::Active, i);
         }
+        self.next_deadline = self.earliest_deadline();
+    }
+
+    /// The earliest time any list head is due (exact after `expire`).
+    fn earliest_deadline(&self) -> Timestamp {
+        let slab = &self.slab.0;
+        let at = |l: ListId, due: &dyn Fn(&Flow) -> Timestamp| {
+            self.lists
+                .head(l)
+                .map_or(Timestamp(u64::MAX), |i| due(&slab[i as usize]))
+        };
+        let idle = self.cfg_idle_ns;
+        let active = self.cfg_active_ns;
+        at(ListId::Closing, &|f| f.close_deadline)
+            .min(at(ListId::Lru, &|f| f.lru_at.saturating_add_nanos(idle)))
+            .min(at(ListId::Active, &|f| f.anchor.saturating_add_nanos(active)))
+    }
+
+    /// Makes room for one flow: ends the least recently seen one, as far as
+    /// a bounded CLOCK sweep can tell (flows at the LRU head that saw packets
+    /// since they were queued get a second chance).
+    fn evict_one(&mut self, out: &mut impl FnMut(FlowRecord)) {
+        const SECOND_CHANCES: usize = 32;
+        let now = self.now;
+        for _ in 0..SECOND_CHANCES {
+            let Some(i) = self.lists.head(ListId::Lru) else { return };
+            let f = &mut self.slab.0[i as usize];
+            if f.last <= f.lru_at {
+                break;
+            }
+            f.lru_at = now;
+            self.lists.move_to_back(&mut self.slab, ListId::Lru, i);
+        }
+        if let Some(i) = self.lists.head(ListId::Lru) {
+            self.stats.evicted += 1;
+            self.end(i, EndReason::Evicted, out);
+        }
     }
 
     /// Advances packet time without a packet (a live worker calls this when
@@ -391,7 +459,9 @@ impl FlowTable {
     pub fn tick(&mut self, now: Timestamp, out: &mut impl FnMut(FlowRecord)) {
         if now > self.now {
             self.now = now;
-            self.expire(out);
+            if now >= self.next_deadline {
+                self.expire(out);
+            }
         }
     }
 

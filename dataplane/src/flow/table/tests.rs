@@ -251,3 +251,40 @@ fn memory_per_flow() {
     println!("flow slab entry {slab} B + index {index} B/7*8 => ~{total} B per flow");
     assert!(total <= 512, "flow entry grew to {total} B");
 }
+
+#[test]
+fn idle_boundaries_are_exact_although_expiry_is_lazy() {
+    let mut t = FlowTable::new(&cfg());
+    let p = udp(C, 51000, S, 2000, 10);
+    let mut recs = run(
+        &mut t,
+        &[
+            (0, p),
+            (9_000, p),  // refreshes the flow
+            (18_000, p), // 9 s after the last packet: same flow (sweep at 10 s requeued it)
+            (28_000, p), // exactly the idle timeout after 18 s: a new flow
+        ],
+    );
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0].c2s.packets, 3);
+    assert_eq!(recs[0].end, Timestamp(18_000 * MS));
+    assert_eq!(recs[0].end_reason, EndReason::Idle);
+    t.flush(&mut |r| recs.push(r));
+    assert_eq!(recs[1].c2s.packets, 1);
+    assert_eq!(recs[1].start, Timestamp(28_000 * MS));
+}
+
+#[test]
+fn idle_record_leaves_within_two_timeouts() {
+    let mut t = FlowTable::new(&cfg());
+    let mut out = vec![];
+    t.process(&udp(C, 51000, S, 2000, 10), Timestamp(0), &mut |r| out.push(r));
+    t.process(&udp(C, 51000, S, 2000, 10), Timestamp(5_000 * MS), &mut |r| out.push(r));
+    t.tick(Timestamp(14_999 * MS), &mut |r| out.push(r));
+    assert!(out.is_empty());
+    t.tick(Timestamp(24_998 * MS), &mut |r| out.push(r));
+    assert!(out.is_empty());
+    t.tick(Timestamp(25_000 * MS), &mut |r| out.push(r)); // last + 2 × idle
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].end, Timestamp(5_000 * MS));
+}

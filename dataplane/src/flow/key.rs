@@ -9,14 +9,43 @@ use std::net::IpAddr;
 
 use crate::parse::{L4, PacketMeta, TcpFlags};
 
+/// An address as one integer: IPv6 as is, IPv4 in the IPv4-mapped range
+/// (`::ffff:a.b.c.d`), so comparing and hashing a key is a few word
+/// operations instead of matching `IpAddr` variants and hashing byte slices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Addr(u128);
+
+const V4_MAPPED: u128 = 0xffff_u128 << 32;
+
+impl Addr {
+    #[inline]
+    pub fn new(a: IpAddr) -> Addr {
+        match a {
+            IpAddr::V4(v4) => Addr(V4_MAPPED | u128::from(v4.to_bits())),
+            IpAddr::V6(v6) => Addr(v6.to_bits()),
+        }
+    }
+
+    /// Back to `IpAddr`. `is_v6` keeps a real IPv6 `::ffff:a.b.c.d` apart
+    /// from an IPv4 address.
+    pub fn to_ip(self, is_v6: bool) -> IpAddr {
+        if !is_v6 && self.0 >> 32 == 0xffff {
+            IpAddr::V4(std::net::Ipv4Addr::from_bits(self.0 as u32))
+        } else {
+            IpAddr::V6(std::net::Ipv6Addr::from_bits(self.0))
+        }
+    }
+}
+
 /// Canonical 5-tuple + VLAN. `lo` is the smaller (address, port) endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FlowKey {
-    pub lo_addr: IpAddr,
-    pub hi_addr: IpAddr,
+    pub lo_addr: Addr,
+    pub hi_addr: Addr,
     pub lo_port: u16,
     pub hi_port: u16,
     pub proto: u8,
+    pub is_v6: bool,
     /// Outermost VLAN ID; QinQ inner tags do not split flows.
     pub vlan: Option<u16>,
 }
@@ -40,6 +69,7 @@ impl Side {
 impl FlowKey {
     /// The canonical key of a packet with explicit ports (fragments carry the
     /// ports of their first fragment), and the side the packet was sent from.
+    #[inline]
     pub fn canonical(
         src: IpAddr,
         src_port: u16,
@@ -48,23 +78,27 @@ impl FlowKey {
         proto: u8,
         vlan: Option<u16>,
     ) -> (FlowKey, Side) {
-        if (src, src_port) <= (dst, dst_port) {
+        let (s, d) = (Addr::new(src), Addr::new(dst));
+        let is_v6 = src.is_ipv6();
+        if (s, src_port) <= (d, dst_port) {
             let k = FlowKey {
-                lo_addr: src,
-                hi_addr: dst,
+                lo_addr: s,
+                hi_addr: d,
                 lo_port: src_port,
                 hi_port: dst_port,
                 proto,
+                is_v6,
                 vlan,
             };
             (k, Side::Lo)
         } else {
             let k = FlowKey {
-                lo_addr: dst,
-                hi_addr: src,
+                lo_addr: d,
+                hi_addr: s,
                 lo_port: dst_port,
                 hi_port: src_port,
                 proto,
+                is_v6,
                 vlan,
             };
             (k, Side::Hi)
@@ -73,8 +107,8 @@ impl FlowKey {
 
     pub fn endpoint(&self, side: Side) -> (IpAddr, u16) {
         match side {
-            Side::Lo => (self.lo_addr, self.lo_port),
-            Side::Hi => (self.hi_addr, self.hi_port),
+            Side::Lo => (self.lo_addr.to_ip(self.is_v6), self.lo_port),
+            Side::Hi => (self.hi_addr.to_ip(self.is_v6), self.hi_port),
         }
     }
 }
@@ -142,5 +176,36 @@ fn is_group(a: IpAddr) -> bool {
     match a {
         IpAddr::V4(v4) => v4.is_multicast() || v4.is_broadcast(),
         IpAddr::V6(v6) => v6.is_multicast(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn addresses_round_trip_and_families_stay_apart() {
+        let v4 = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+        let mapped = IpAddr::V6(Ipv4Addr::new(192, 0, 2, 1).to_ipv6_mapped());
+        let v6 = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1));
+        let (k4, _) = FlowKey::canonical(v4, 1, v4, 2, 17, None);
+        let (km, _) = FlowKey::canonical(mapped, 1, mapped, 2, 17, None);
+        assert_ne!(k4, km);
+        assert_eq!(k4.endpoint(Side::Lo).0, v4);
+        assert_eq!(km.endpoint(Side::Lo).0, mapped);
+        let (k6, _) = FlowKey::canonical(v6, 1, v6, 2, 17, None);
+        assert_eq!(k6.endpoint(Side::Hi), (v6, 2));
+    }
+
+    #[test]
+    fn both_directions_give_one_key() {
+        let a = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+        let b = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7));
+        let (k1, s1) = FlowKey::canonical(a, 40000, b, 443, 6, Some(7));
+        let (k2, s2) = FlowKey::canonical(b, 443, a, 40000, 6, Some(7));
+        assert_eq!(k1, k2);
+        assert_eq!(s1, s2.other());
+        assert_eq!(k1.endpoint(s1), (a, 40000));
     }
 }

@@ -10,8 +10,8 @@
 //! # Decisions the flow and NPM code rely on
 //!
 //! * **VLAN**: `vlan` is the VID of the *first* tag in the frame (the
-//!   outermost, what tshark's first `vlan.id` shows and what a mirror port
-//!   adds). A priority tag (VID 0) is reported as `Some(0)`, as tshark does.
+//!   outermost: the tag a mirror port or provider adds; for 802.1ad frames
+//!   tshark calls it `ieee8021ad.id` and shows the inner tag as `vlan.id`). A priority tag (VID 0) is reported as `Some(0)`, as tshark does.
 //!   0x8100, 0x88a8 and 0x9100 all count as tags; more than
 //!   [`MAX_VLAN_DEPTH`] is `vlan_too_deep`.
 //! * **MPLS**: up to [`MAX_MPLS_DEPTH`] label entries until bottom of stack.

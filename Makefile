@@ -23,7 +23,7 @@ unit:
 	cargo test --workspace --all-targets
 
 fuzz:
-	fuzz/smoke.sh 60
+	FUZZ_SECONDS=60 fuzz/smoke.sh
 
 # Not part of `make test`: throughput is measured, not asserted (BENCHMARKS.md).
 bench: bootstrap

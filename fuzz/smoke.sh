@@ -25,7 +25,7 @@ fi
 
 corpus="$here/corpus/parse_packet"
 mkdir -p "$corpus"
-shared="$here/../../shared/corpus"
+shared="${XDPROBE_SHARED:-$here/../../shared}/corpus"
 if [ -d "$shared" ] && command -v python3 >/dev/null; then
     python3 "$here/seeds.py" "$corpus" "$shared"/*.pcap "$shared"/*.pcapng
 fi

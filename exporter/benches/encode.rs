@@ -15,11 +15,20 @@ use xdprobe_exporter::template::{Format, Mode, Profile, Templates};
 
 fn record(i: u32, v6: bool) -> FlowRecord {
     let (c, s): (IpAddr, IpAddr) = if v6 {
-        ("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap())
+        (
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        )
     } else {
         ([192, 0, 2, 1].into(), [198, 51, 100, 2].into())
     };
-    let d = DirStats { packets: 10, bytes: 1000, tcp_flags: 0x1b, retrans: 1, ..DirStats::default() };
+    let d = DirStats {
+        packets: 10,
+        bytes: 1000,
+        tcp_flags: 0x1b,
+        retrans: 1,
+        ..DirStats::default()
+    };
     FlowRecord {
         client_addr: c,
         client_port: i as u16,
@@ -34,21 +43,49 @@ fn record(i: u32, v6: bool) -> FlowRecord {
         tos: 0,
         c2s: d,
         s2c: d,
-        npm: Npm { rtt_us: Some(100), srt_us: Some(50), srt_count: 1, ..Npm::default() },
+        npm: Npm {
+            rtt_us: Some(100),
+            srt_us: Some(50),
+            srt_count: 1,
+            ..Npm::default()
+        },
         seq_in_flow: 0,
     }
 }
 
 fn bench(c: &mut Criterion) {
     let recs: Vec<FlowRecord> = (0..4096).map(|i| record(i, i % 4 == 0)).collect();
-    let clock = ExportClock { unix_secs: 1_700_000_000, uptime_ms: 1 };
+    let clock = ExportClock {
+        unix_secs: 1_700_000_000,
+        uptime_ms: 1,
+    };
     let mut g = c.benchmark_group("encode");
     g.throughput(Throughput::Elements(recs.len() as u64));
     for (name, format, mode, profile) in [
-        ("ipfix_biflow", Format::Ipfix, Mode::Biflow, Profile::Xdprobe),
-        ("ipfix_biflow_ntop", Format::Ipfix, Mode::Biflow, Profile::Ntop),
-        ("ipfix_uniflow", Format::Ipfix, Mode::Uniflow, Profile::Xdprobe),
-        ("nfv9_biflow", Format::NetflowV9, Mode::Biflow, Profile::Xdprobe),
+        (
+            "ipfix_biflow",
+            Format::Ipfix,
+            Mode::Biflow,
+            Profile::Xdprobe,
+        ),
+        (
+            "ipfix_biflow_ntop",
+            Format::Ipfix,
+            Mode::Biflow,
+            Profile::Ntop,
+        ),
+        (
+            "ipfix_uniflow",
+            Format::Ipfix,
+            Mode::Uniflow,
+            Profile::Xdprobe,
+        ),
+        (
+            "nfv9_biflow",
+            Format::NetflowV9,
+            Mode::Biflow,
+            Profile::Xdprobe,
+        ),
     ] {
         let t = Templates::new(format, mode, profile, PEN_DOCUMENTATION);
         let mut e = Encoder::new(format, mode, t, 1, 1452).unwrap();

@@ -39,7 +39,10 @@ pub struct CollectorSpec {
 }
 
 fn bad(url: &str, why: impl Into<String>) -> ExporterError {
-    ExporterError::BadCollector { url: url.to_string(), reason: why.into() }
+    ExporterError::BadCollector {
+        url: url.to_string(),
+        reason: why.into(),
+    }
 }
 
 fn resolve(url: &str, hostport: &str) -> Result<SocketAddr, ExporterError> {
@@ -49,13 +52,17 @@ fn resolve(url: &str, hostport: &str) -> Result<SocketAddr, ExporterError> {
     let mut addrs = hostport
         .to_socket_addrs()
         .map_err(|e| bad(url, format!("cannot resolve {hostport:?}: {e}")))?;
-    addrs.next().ok_or_else(|| bad(url, format!("{hostport:?} resolves to no address")))
+    addrs
+        .next()
+        .ok_or_else(|| bad(url, format!("{hostport:?} resolves to no address")))
 }
 
 impl CollectorSpec {
     /// Parse a collector URL (see the module documentation).
     pub fn parse(s: &str) -> Result<Self, ExporterError> {
-        let (scheme, rest) = s.split_once("://").ok_or_else(|| bad(s, "expected scheme://"))?;
+        let (scheme, rest) = s
+            .split_once("://")
+            .ok_or_else(|| bad(s, "expected scheme://"))?;
         let (location, query) = match rest.split_once('?') {
             Some((l, q)) => (l, Some(q)),
             None => (rest, None),
@@ -67,8 +74,14 @@ impl CollectorSpec {
             profile: Profile::Xdprobe,
             url: s.to_string(),
         };
-        for kv in query.into_iter().flat_map(|q| q.split('&')).filter(|kv| !kv.is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| bad(s, format!("{kv:?}: expected key=value")))?;
+        for kv in query
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .filter(|kv| !kv.is_empty())
+        {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| bad(s, format!("{kv:?}: expected key=value")))?;
             match (k, v) {
                 ("format", "ipfix") => spec.format = Format::Ipfix,
                 ("format", "nfv9" | "v9" | "netflow9") => spec.format = Format::NetflowV9,
@@ -121,7 +134,10 @@ mod tests {
     fn parses_every_scheme_and_option() {
         let c = CollectorSpec::parse("udp://127.0.0.1:4739").unwrap();
         assert_eq!(c.target, Target::Udp("127.0.0.1:4739".parse().unwrap()));
-        assert_eq!((c.format, c.mode, c.profile), (Format::Ipfix, Mode::Biflow, Profile::Xdprobe));
+        assert_eq!(
+            (c.format, c.mode, c.profile),
+            (Format::Ipfix, Mode::Biflow, Profile::Xdprobe)
+        );
         let c = CollectorSpec::parse("tcp://[::1]:4739?mode=uniflow&profile=ntop").unwrap();
         assert_eq!(c.target, Target::Tcp("[::1]:4739".parse().unwrap()));
         assert_eq!((c.mode, c.profile), (Mode::Uniflow, Profile::Ntop));

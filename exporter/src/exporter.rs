@@ -99,11 +99,21 @@ impl Exporter {
             .spawn(move || st.run())
             .map_err(ExporterError::Thread)?;
         info!(collectors = cfg.collectors.len(), "exporter started");
-        Ok(Exporter { tx, ctl, waker, shared, cfg, thread })
+        Ok(Exporter {
+            tx,
+            ctl,
+            waker,
+            shared,
+            cfg,
+            thread,
+        })
     }
 
     pub fn sender(&self) -> RecordSender {
-        RecordSender { tx: self.tx.clone(), shared: self.shared.clone() }
+        RecordSender {
+            tx: self.tx.clone(),
+            shared: self.shared.clone(),
+        }
     }
 
     /// Replace the collector set (SIGHUP). Collectors whose URL is
@@ -113,9 +123,12 @@ impl Exporter {
             encoder_for(c, &self.cfg)?;
         }
         let (reply, rx) = bounded(1);
-        self.ctl.send(Control::Reconfigure(collectors, reply)).map_err(|_| ExporterError::Stopped)?;
+        self.ctl
+            .send(Control::Reconfigure(collectors, reply))
+            .map_err(|_| ExporterError::Stopped)?;
         let _ = self.waker.wake();
-        rx.recv_timeout(Duration::from_secs(10)).map_err(|_| ExporterError::Stopped)?
+        rx.recv_timeout(Duration::from_secs(10))
+            .map_err(|_| ExporterError::Stopped)?
     }
 
     /// Drain the channel, flush every collector (TCP: up to
@@ -125,7 +138,10 @@ impl Exporter {
         let _ = self.ctl.send(Control::Shutdown);
         let _ = self.waker.wake();
         drop(self.tx);
-        let mut stats = self.thread.join().map_err(|_| ExporterError::ThreadPanicked)?;
+        let mut stats = self
+            .thread
+            .join()
+            .map_err(|_| ExporterError::ThreadPanicked)?;
         stats.channel_drops = self.shared.channel_drops();
         Ok(stats)
     }
@@ -158,7 +174,11 @@ struct State {
 impl State {
     fn globals(&self) -> Globals {
         Globals {
-            ignored_packets: self.cfg.ignored_packets.as_ref().map_or(0, |a| a.load(Ordering::Relaxed)),
+            ignored_packets: self
+                .cfg
+                .ignored_packets
+                .as_ref()
+                .map_or(0, |a| a.load(Ordering::Relaxed)),
             channel_drops: self.shared.channel_drops(),
         }
     }
@@ -182,11 +202,11 @@ impl State {
     }
 
     fn service(&mut self, events: &mut Events, timeout: Duration) {
-        if let Err(e) = self.poll.poll(events, Some(timeout)) {
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                error!(error = %e, "exporter poll failed");
-                std::thread::sleep(IDLE_TICK);
-            }
+        if let Err(e) = self.poll.poll(events, Some(timeout))
+            && e.kind() != std::io::ErrorKind::Interrupted
+        {
+            error!(error = %e, "exporter poll failed");
+            std::thread::sleep(IDLE_TICK);
         }
         let now = Instant::now();
         let reg = self.poll.registry();

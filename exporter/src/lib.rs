@@ -102,7 +102,11 @@ pub enum ExporterError {
     #[error("collector {url:?}: {reason}")]
     BadCollector { url: String, reason: String },
     #[error("collector {url:?}: MTU {mtu} too small, templates need a {needed}-byte message")]
-    MtuTooSmall { url: String, mtu: usize, needed: usize },
+    MtuTooSmall {
+        url: String,
+        mtu: usize,
+        needed: usize,
+    },
     #[error("collector {url:?}")]
     Io {
         url: String,

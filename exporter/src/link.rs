@@ -17,10 +17,10 @@ use crate::collector::{CollectorSpec, Target};
 use crate::encode::{Encoder, ExportClock};
 use crate::stats::CollectorStats;
 use crate::template::{OptionsValues, Templates};
+use crate::transport::Sent;
 use crate::transport::file::FileOut;
 use crate::transport::tcp::{Change, TcpOut};
 use crate::transport::udp::UdpOut;
-use crate::transport::Sent;
 use crate::{ExporterConfig, ExporterError};
 
 enum Out {
@@ -84,19 +84,38 @@ pub fn encoder_for(spec: &CollectorSpec, cfg: &ExporterConfig) -> Result<Encoder
         cfg.observation_domain,
         max_message_len(cfg.mtu, &spec.target),
     )
-    .map_err(|needed| ExporterError::MtuTooSmall { url: spec.url.clone(), mtu: cfg.mtu, needed })
+    .map_err(|needed| ExporterError::MtuTooSmall {
+        url: spec.url.clone(),
+        mtu: cfg.mtu,
+        needed,
+    })
 }
 
 impl Link {
-    pub fn new(spec: CollectorSpec, cfg: &ExporterConfig, token: Token) -> Result<Self, ExporterError> {
+    pub fn new(
+        spec: CollectorSpec,
+        cfg: &ExporterConfig,
+        token: Token,
+    ) -> Result<Self, ExporterError> {
         let enc = encoder_for(&spec, cfg)?;
-        let io_err = |source| ExporterError::Io { url: spec.url.clone(), source };
+        let io_err = |source| ExporterError::Io {
+            url: spec.url.clone(),
+            source,
+        };
         let out = match &spec.target {
             Target::Udp(a) => Out::Udp(UdpOut::new(*a).map_err(io_err)?),
             Target::File(p) => Out::File(FileOut::create(p).map_err(io_err)?),
-            Target::Tcp(a) => Out::Tcp(TcpOut::new(*a, token, cfg.tcp_reconnect_min, cfg.tcp_reconnect_max)),
+            Target::Tcp(a) => Out::Tcp(TcpOut::new(
+                *a,
+                token,
+                cfg.tcp_reconnect_min,
+                cfg.tcp_reconnect_max,
+            )),
         };
-        let stats = CollectorStats { url: spec.url.clone(), ..CollectorStats::default() };
+        let stats = CollectorStats {
+            url: spec.url.clone(),
+            ..CollectorStats::default()
+        };
         Ok(Link {
             token,
             enc,
@@ -126,7 +145,10 @@ impl Link {
             self.queue.pop_front();
             self.stats.not_sent += 1;
             self.overflow_unlogged += 1;
-            if self.overflow_logged_at.is_none_or(|t| now.duration_since(t) >= LOG_EVERY) {
+            if self
+                .overflow_logged_at
+                .is_none_or(|t| now.duration_since(t) >= LOG_EVERY)
+            {
                 warn!(
                     collector = %self.spec,
                     dropped = self.overflow_unlogged,
@@ -156,10 +178,10 @@ impl Link {
     }
 
     pub fn on_event(&mut self, reg: &Registry, ev: &mio::event::Event, now: Instant) {
-        if let Out::Tcp(t) = &mut self.out {
-            if let Some(ch) = t.on_event(reg, ev, now) {
-                self.on_change(ch);
-            }
+        if let Out::Tcp(t) = &mut self.out
+            && let Some(ch) = t.on_event(reg, ev, now)
+        {
+            self.on_change(ch);
         }
     }
 
@@ -198,7 +220,8 @@ impl Link {
             // RFC 7011 §8.4: over UDP, templates are resent periodically so a
             // collector that (re)starts can decode.
             Out::Udp(_) => {
-                self.last_templates.is_none_or(|t| now.duration_since(t) >= self.refresh)
+                self.last_templates
+                    .is_none_or(|t| now.duration_since(t) >= self.refresh)
                     || self.msgs_since_templates >= self.refresh_packets
             }
             Out::Tcp(_) => !self.session_templated,
@@ -214,7 +237,9 @@ impl Link {
         if self.queue.is_empty() && !self.options_due && !templates {
             return None;
         }
-        let unix = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         let clock = ExportClock {
             unix_secs: u32::try_from(unix.as_secs()).unwrap_or(u32::MAX),
             uptime_ms: u32::try_from(self.started.elapsed().as_millis() & 0xFFFF_FFFF).unwrap_or(0),
@@ -257,10 +282,10 @@ impl Link {
 
     /// Move queued records to the collector as far as the transport allows.
     pub fn pump(&mut self, reg: &Registry, now: Instant, g: Globals) {
-        if let Out::Tcp(t) = &mut self.out {
-            if let Some(ch) = t.tick(reg, now) {
-                self.on_change(ch);
-            }
+        if let Out::Tcp(t) = &mut self.out
+            && let Some(ch) = t.tick(reg, now)
+        {
+            self.on_change(ch);
         }
         // Bounded: each round either sends a message or stops.
         for _ in 0..100_000 {
@@ -277,7 +302,9 @@ impl Link {
                     return self.on_change(ch);
                 }
             }
-            let Some(records) = self.build(now, g) else { return };
+            let Some(records) = self.build(now, g) else {
+                return;
+            };
             let Some(msg) = self.enc.finish() else { return };
             let len = msg.len();
             let outcome = match &mut self.out {
@@ -310,10 +337,10 @@ impl Link {
 
     /// Periodic housekeeping: flush file buffers.
     pub fn flush_file(&mut self) {
-        if let Out::File(f) = &mut self.out {
-            if let Err(e) = f.flush() {
-                warn!(collector = %self.spec, error = %e, "file flush failed");
-            }
+        if let Out::File(f) = &mut self.out
+            && let Err(e) = f.flush()
+        {
+            warn!(collector = %self.spec, error = %e, "file flush failed");
         }
     }
 

@@ -5,7 +5,7 @@
 //! Every collector has its own encoder and therefore its own template IDs
 //! space; the IDs below are per transport session.
 
-use crate::ie::{Field, Npm, NPM_ELEMENTS, PEN_NTOP, PEN_REVERSE, Side, Value, iana, ntop};
+use crate::ie::{Field, NPM_ELEMENTS, Npm, PEN_NTOP, PEN_REVERSE, Side, Value, iana, ntop};
 
 /// Wire format of one collector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -51,7 +51,11 @@ pub struct FlowTemplate {
 impl FlowTemplate {
     fn new(id: u16, fields: Vec<Field>) -> Self {
         let record_len = fields.iter().map(|f| usize::from(f.len)).sum();
-        FlowTemplate { id, fields, record_len }
+        FlowTemplate {
+            id,
+            fields,
+            record_len,
+        }
     }
 
     /// Bytes of the template record (header + specifiers).
@@ -117,15 +121,27 @@ pub struct Templates {
 impl Templates {
     pub fn new(format: Format, mode: Mode, profile: Profile, pen: u32) -> Self {
         Templates {
-            v4: FlowTemplate::new(TEMPLATE_ID_V4, flow_fields(false, format, mode, profile, pen)),
-            v6: FlowTemplate::new(TEMPLATE_ID_V6, flow_fields(true, format, mode, profile, pen)),
+            v4: FlowTemplate::new(
+                TEMPLATE_ID_V4,
+                flow_fields(false, format, mode, profile, pen),
+            ),
+            v6: FlowTemplate::new(
+                TEMPLATE_ID_V6,
+                flow_fields(true, format, mode, profile, pen),
+            ),
             options: OptionsTemplate::new(format),
         }
     }
 }
 
 /// The field list of one flow template.
-pub fn flow_fields(ipv6: bool, format: Format, mode: Mode, profile: Profile, pen: u32) -> Vec<Field> {
+pub fn flow_fields(
+    ipv6: bool,
+    format: Format,
+    mode: Mode,
+    profile: Profile,
+    pen: u32,
+) -> Vec<Field> {
     use iana::*;
     let ipfix = format == Format::Ipfix;
     let mut f = Vec::with_capacity(64);
@@ -150,17 +166,40 @@ pub fn flow_fields(ipv6: bool, format: Format, mode: Mode, profile: Profile, pen
         f.push(Field::iana(FLOW_END_MICROSECONDS, 8, Value::EndUs));
     }
     f.push(Field::iana(OCTET_DELTA_COUNT, 8, Value::Octets(Side::Fwd)));
-    f.push(Field::iana(PACKET_DELTA_COUNT, 8, Value::Packets(Side::Fwd)));
+    f.push(Field::iana(
+        PACKET_DELTA_COUNT,
+        8,
+        Value::Packets(Side::Fwd),
+    ));
     // RFC 7125 makes tcpControlBits 16 bits; v9 collectors expect one byte.
     let flags_len = if ipfix { 2 } else { 1 };
-    f.push(Field::iana(TCP_CONTROL_BITS, flags_len, Value::TcpFlags(Side::Fwd)));
+    f.push(Field::iana(
+        TCP_CONTROL_BITS,
+        flags_len,
+        Value::TcpFlags(Side::Fwd),
+    ));
     f.push(Field::iana(FLOW_END_REASON, 1, Value::EndReason));
     f.push(Field::iana(BIFLOW_DIRECTION, 1, Value::BiflowDirection));
     if mode == Mode::Biflow {
         if ipfix {
-            f.push(Field::enterprise(PEN_REVERSE, OCTET_DELTA_COUNT, 8, Value::Octets(Side::Rev)));
-            f.push(Field::enterprise(PEN_REVERSE, PACKET_DELTA_COUNT, 8, Value::Packets(Side::Rev)));
-            f.push(Field::enterprise(PEN_REVERSE, TCP_CONTROL_BITS, 2, Value::TcpFlags(Side::Rev)));
+            f.push(Field::enterprise(
+                PEN_REVERSE,
+                OCTET_DELTA_COUNT,
+                8,
+                Value::Octets(Side::Rev),
+            ));
+            f.push(Field::enterprise(
+                PEN_REVERSE,
+                PACKET_DELTA_COUNT,
+                8,
+                Value::Packets(Side::Rev),
+            ));
+            f.push(Field::enterprise(
+                PEN_REVERSE,
+                TCP_CONTROL_BITS,
+                2,
+                Value::TcpFlags(Side::Rev),
+            ));
         } else {
             f.push(Field::iana(NF9_OUT_BYTES, 8, Value::Octets(Side::Rev)));
             f.push(Field::iana(NF9_OUT_PKTS, 8, Value::Packets(Side::Rev)));
@@ -174,12 +213,30 @@ pub fn flow_fields(ipv6: bool, format: Format, mode: Mode, profile: Profile, pen
         // v9 has no enterprise numbers: the nProbe latency pair nfdump maps
         // to its latency columns stands in for the NPM block.
         for (id, v) in [
-            (ntop::NF9_CLIENT_NW_DELAY_SEC, Value::Nf9ClientDelay { usec: false }),
-            (ntop::NF9_CLIENT_NW_DELAY_USEC, Value::Nf9ClientDelay { usec: true }),
-            (ntop::NF9_SERVER_NW_DELAY_SEC, Value::Nf9ServerDelay { usec: false }),
-            (ntop::NF9_SERVER_NW_DELAY_USEC, Value::Nf9ServerDelay { usec: true }),
-            (ntop::NF9_APPL_LATENCY_SEC, Value::Nf9ApplLatency { usec: false }),
-            (ntop::NF9_APPL_LATENCY_USEC, Value::Nf9ApplLatency { usec: true }),
+            (
+                ntop::NF9_CLIENT_NW_DELAY_SEC,
+                Value::Nf9ClientDelay { usec: false },
+            ),
+            (
+                ntop::NF9_CLIENT_NW_DELAY_USEC,
+                Value::Nf9ClientDelay { usec: true },
+            ),
+            (
+                ntop::NF9_SERVER_NW_DELAY_SEC,
+                Value::Nf9ServerDelay { usec: false },
+            ),
+            (
+                ntop::NF9_SERVER_NW_DELAY_USEC,
+                Value::Nf9ServerDelay { usec: true },
+            ),
+            (
+                ntop::NF9_APPL_LATENCY_SEC,
+                Value::Nf9ApplLatency { usec: false },
+            ),
+            (
+                ntop::NF9_APPL_LATENCY_USEC,
+                Value::Nf9ApplLatency { usec: true },
+            ),
         ] {
             f.push(Field::iana(id, 4, v));
         }
@@ -207,7 +264,12 @@ pub fn flow_fields(ipv6: bool, format: Format, mode: Mode, profile: Profile, pen
 /// True if no enterprise element of `t` shares its ID with a reverse
 /// element of the same template (the pmacct pitfall, see `ie`).
 pub fn enterprise_ids_distinct_from_reverse(t: &FlowTemplate) -> bool {
-    let rev: Vec<u16> = t.fields.iter().filter(|f| f.pen == PEN_REVERSE).map(|f| f.id).collect();
+    let rev: Vec<u16> = t
+        .fields
+        .iter()
+        .filter(|f| f.pen == PEN_REVERSE)
+        .map(|f| f.id)
+        .collect();
     t.fields
         .iter()
         .filter(|f| f.pen != 0 && f.pen != PEN_REVERSE)
@@ -235,14 +297,24 @@ mod tests {
 
     #[test]
     fn uniflow_has_no_reverse_elements() {
-        let t = Templates::new(Format::Ipfix, Mode::Uniflow, Profile::Ntop, PEN_DOCUMENTATION);
+        let t = Templates::new(
+            Format::Ipfix,
+            Mode::Uniflow,
+            Profile::Ntop,
+            PEN_DOCUMENTATION,
+        );
         assert!(t.v4.fields.iter().all(|f| f.pen != PEN_REVERSE));
         assert!(t.v4.fields.iter().filter(|f| is_npm(f.value)).count() >= 20);
     }
 
     #[test]
     fn v9_has_nfdump_latency_ids_and_no_enterprise() {
-        let t = Templates::new(Format::NetflowV9, Mode::Biflow, Profile::Xdprobe, PEN_DOCUMENTATION);
+        let t = Templates::new(
+            Format::NetflowV9,
+            Mode::Biflow,
+            Profile::Xdprobe,
+            PEN_DOCUMENTATION,
+        );
         let ids: Vec<u16> = t.v4.fields.iter().map(|f| f.id).collect();
         for id in 57554..=57559 {
             assert!(ids.contains(&id), "{id}");

@@ -23,7 +23,10 @@ fn tmpdir(tag: &str) -> PathBuf {
 }
 
 fn export(url: &str, recs: &[FlowRecord]) {
-    let cfg = ExporterConfig { collectors: vec![CollectorSpec::parse(url).unwrap()], ..ExporterConfig::default() };
+    let cfg = ExporterConfig {
+        collectors: vec![CollectorSpec::parse(url).unwrap()],
+        ..ExporterConfig::default()
+    };
     let ex = Exporter::spawn(cfg).unwrap();
     let tx = ex.sender();
     for (i, r) in recs.iter().enumerate() {
@@ -54,7 +57,15 @@ fn nfcapd_run(url_query: &str, recs: &[FlowRecord], tag: &str) -> Vec<Value> {
     let dir = tmpdir(tag);
     let port = free_udp_port();
     let child = Command::new("nfcapd")
-        .args(["-b", "127.0.0.1", "-p", &port.to_string(), "-t", "3600", "-w"])
+        .args([
+            "-b",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "3600",
+            "-w",
+        ])
         .arg(&dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -66,8 +77,18 @@ fn nfcapd_run(url_query: &str, recs: &[FlowRecord], tag: &str) -> Vec<Value> {
     std::thread::sleep(Duration::from_millis(300));
     // nfcapd writes its file on SIGTERM/SIGINT.
     guard.interrupt_and_wait(Duration::from_secs(10));
-    let out = Command::new("nfdump").arg("-R").arg(&dir).args(["-o", "json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("nfdump")
+        .env("TZ", "UTC")
+        .arg("-R")
+        .arg(&dir)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("nfdump json: {e}: {}", String::from_utf8_lossy(&out.stdout)));
     let _ = std::fs::remove_dir_all(&dir);
@@ -75,15 +96,22 @@ fn nfcapd_run(url_query: &str, recs: &[FlowRecord], tag: &str) -> Vec<Value> {
 }
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {
-    v.get(k).and_then(Value::as_str).unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v.get(k)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 fn n(v: &Value, k: &str) -> u64 {
-    v.get(k).and_then(Value::as_u64).unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v.get(k)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 fn ms_as_us(v: &Value, k: &str) -> u64 {
-    let ms = v.get(k).and_then(Value::as_f64).unwrap_or_else(|| panic!("{k} missing in {v}"));
+    let ms = v
+        .get(k)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{k} missing in {v}"));
     (ms * 1000.0).round() as u64
 }
 
@@ -99,10 +127,18 @@ fn pm(v: &Value, k: &str) -> u64 {
 /// nfdump prints times as local "YYYY-MM-DDThh:mm:ss.mmm"; render ours the
 /// same way (TZ=UTC is forced for nfdump below).
 fn ms_time(ns: u64) -> String {
-    let ms = ns / 1_000_000;
+    // The exporter's milliseconds come from the rounded microsecond.
+    let ms = (ns + 500) / 1_000 / 1_000;
     let secs = ms / 1000;
-    let out = Command::new("date").args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%S"]).output().unwrap();
-    format!("{}.{:03}", String::from_utf8_lossy(&out.stdout).trim(), ms % 1000)
+    let out = Command::new("date")
+        .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%S"])
+        .output()
+        .unwrap();
+    format!(
+        "{}.{:03}",
+        String::from_utf8_lossy(&out.stdout).trim(),
+        ms % 1000
+    )
 }
 
 fn check_nfdump_flows(flows: &[Value], recs: &[FlowRecord]) {
@@ -110,9 +146,16 @@ fn check_nfdump_flows(flows: &[Value], recs: &[FlowRecord]) {
     for r in recs {
         let f = flows
             .iter()
-            .find(|f| n(f, "src_port") == u64::from(r.client_port) && n(f, "dst_port") == u64::from(r.server_port))
+            .find(|f| {
+                n(f, "src_port") == u64::from(r.client_port)
+                    && n(f, "dst_port") == u64::from(r.server_port)
+            })
             .unwrap_or_else(|| panic!("flow {}:{} missing", r.client_addr, r.client_port));
-        let src = f.get("src4_addr").or_else(|| f.get("src6_addr")).and_then(Value::as_str).unwrap();
+        let src = f
+            .get("src4_addr")
+            .or_else(|| f.get("src6_addr"))
+            .and_then(Value::as_str)
+            .unwrap();
         assert_eq!(src.parse::<std::net::IpAddr>().unwrap(), r.client_addr);
         assert_eq!(n(f, "proto"), u64::from(r.proto));
         assert_eq!(n(f, "in_packets"), r.c2s.packets, "{f}");
@@ -130,9 +173,6 @@ fn nfcapd_reads_ipfix_biflows() {
     if !require("nfcapd") || !require("nfdump") {
         return;
     }
-    // SAFETY: set before any thread of this test reads the environment;
-    // nfdump (a child) prints times in TZ.
-    unsafe { std::env::set_var("TZ", "UTC") };
     let recs = mixed_records(300);
     let flows = nfcapd_run("", &recs, "nfcapd-ipfix");
     check_nfdump_flows(&flows, &recs);
@@ -143,8 +183,6 @@ fn nfcapd_reads_nfv9_with_latency_columns() {
     if !require("nfcapd") || !require("nfdump") {
         return;
     }
-    // SAFETY: as above.
-    unsafe { std::env::set_var("TZ", "UTC") };
     let recs = mixed_records(300);
     let flows = nfcapd_run("?format=nfv9", &recs, "nfcapd-v9");
     if std::env::var("XDPROBE_DUMP").is_ok() {
@@ -152,13 +190,20 @@ fn nfcapd_reads_nfv9_with_latency_columns() {
     }
     check_nfdump_flows(&flows, &recs);
     for r in &recs {
-        let f = flows.iter().find(|f| n(f, "src_port") == u64::from(r.client_port)).unwrap();
+        let f = flows
+            .iter()
+            .find(|f| n(f, "src_port") == u64::from(r.client_port))
+            .unwrap();
         // nProbe semantics: client/server latency = that side's RTT / 2.
         // nfdump prints them in milliseconds with µs decimals.
         let half = |v: Option<u32>| u64::from(v.map_or(0, |x| x / 2));
         assert_eq!(ms_as_us(f, "cli_latency"), half(r.npm.client_net_us), "{f}");
         assert_eq!(ms_as_us(f, "srv_latency"), half(r.npm.server_net_us), "{f}");
-        assert_eq!(ms_as_us(f, "app_latency"), u64::from(r.npm.srt_us.unwrap_or(0)), "{f}");
+        assert_eq!(
+            ms_as_us(f, "app_latency"),
+            u64::from(r.npm.srt_us.unwrap_or(0)),
+            "{f}"
+        );
     }
 }
 
@@ -166,11 +211,16 @@ fn nfcapd_reads_nfv9_with_latency_columns() {
 fn nfacctd_run(recs: &[FlowRecord], tag: &str, query: &str) -> Vec<Value> {
     let dir = tmpdir(tag);
     let port = free_udp_port();
-    let primitives = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/collectors/pmacct/aggregate_primitives");
+    let primitives = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/collectors/pmacct/aggregate_primitives");
     let names: Vec<String> = std::fs::read_to_string(&primitives)
         .unwrap()
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("name=").map(|r| r.split_whitespace().next().unwrap().to_string()))
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("name=")
+                .map(|r| r.split_whitespace().next().unwrap().to_string())
+        })
         .collect();
     assert!(names.len() >= 24, "primitives file lists every NPM element");
     let out = dir.join("out.json");
@@ -190,16 +240,30 @@ fn nfacctd_run(recs: &[FlowRecord], tag: &str, query: &str) -> Vec<Value> {
     )
     .unwrap();
     let log = std::fs::File::create(dir.join("nfacctd.log")).unwrap();
-    let child = Command::new("nfacctd").arg("-f").arg(&conf).stdout(Stdio::null()).stderr(log).spawn().unwrap();
+    let child = Command::new("nfacctd")
+        .env("TZ", "UTC")
+        .arg("-f")
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
     let mut guard = ChildGuard(Some(child), "nfacctd");
     wait_udp_bound(port);
     export(&format!("udp://127.0.0.1:{port}{query}"), recs);
     std::thread::sleep(Duration::from_millis(500));
     guard.interrupt_and_wait(Duration::from_secs(10));
     let text = std::fs::read_to_string(&out).unwrap_or_else(|e| {
-        panic!("nfacctd wrote nothing ({e}); log: {}", std::fs::read_to_string(dir.join("nfacctd.log")).unwrap())
+        panic!(
+            "nfacctd wrote nothing ({e}); log: {}",
+            std::fs::read_to_string(dir.join("nfacctd.log")).unwrap()
+        )
     });
-    let v = text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let v = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let _ = std::fs::remove_dir_all(&dir);
     v
 }
@@ -219,11 +283,15 @@ fn nfacctd_decodes_every_npm_element() {
     for r in &recs {
         let row = rows
             .iter()
-            .find(|x| n(x, "port_src") == u64::from(r.client_port) && n(x, "port_dst") == u64::from(r.server_port))
+            .find(|x| {
+                n(x, "port_src") == u64::from(r.client_port)
+                    && n(x, "port_dst") == u64::from(r.server_port)
+            })
             .unwrap_or_else(|| panic!("record {}:{} missing", r.client_addr, r.client_port));
         assert_eq!(n(row, "packets"), r.c2s.packets);
         assert_eq!(n(row, "bytes"), r.c2s.bytes);
-        let us6 = |ns: u64| format!("{}.{:06}", ms_time(ns).replace('T', " ").split('.').next().unwrap(), (ns / 1_000_000 % 1000) * 1000);
+        // pmacct prints the milliseconds it read as microseconds.
+        let us6 = |ns: u64| format!("{}000", ms_time(ns).replace('T', " "));
         assert_eq!(s(row, "timestamp_start"), us6(r.start.as_nanos()), "{row}");
         assert_eq!(s(row, "timestamp_end"), us6(r.end.as_nanos()), "{row}");
         for (k, want) in [
@@ -249,10 +317,19 @@ fn nfacctd_decodes_every_npm_element() {
             ("keepalive_s2c", u64::from(r.s2c.keepalive)),
             ("dup_ack_c2s", u64::from(r.c2s.dup_ack)),
             ("dup_ack_s2c", u64::from(r.s2c.dup_ack)),
-            ("npm_flags", u64::from(r.direction_guessed) | (u64::from(r.npm.tls) << 1)),
+            (
+                "npm_flags",
+                u64::from(r.direction_guessed) | (u64::from(r.npm.tls) << 1),
+            ),
             ("seq_in_flow", u64::from(r.seq_in_flow)),
         ] {
-            assert_eq!(pm(row, k), want, "{k} of {}:{}: {row}", r.client_addr, r.client_port);
+            assert_eq!(
+                pm(row, k),
+                want,
+                "{k} of {}:{}: {row}",
+                r.client_addr,
+                r.client_port
+            );
         }
     }
 }

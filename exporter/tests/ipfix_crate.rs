@@ -17,11 +17,19 @@ use xdprobe_exporter::ie::PEN_DOCUMENTATION;
 use xdprobe_exporter::template::{Format, Mode, OptionsValues, Profile, Templates};
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
 
-const CLOCK: ExportClock = ExportClock { unix_secs: 1_709_300_000, uptime_ms: 5 };
+const CLOCK: ExportClock = ExportClock {
+    unix_secs: 1_709_300_000,
+    uptime_ms: 5,
+};
 
 /// Encode `recs` into as many messages as the size cap needs; templates in
 /// the first one.
-fn encode_all(mode: Mode, profile: Profile, recs: &[xdprobe_dataplane::FlowRecord], max: usize) -> Vec<Vec<u8>> {
+fn encode_all(
+    mode: Mode,
+    profile: Profile,
+    recs: &[xdprobe_dataplane::FlowRecord],
+    max: usize,
+) -> Vec<Vec<u8>> {
     let t = Templates::new(Format::Ipfix, mode, profile, PEN_DOCUMENTATION);
     let mut e = Encoder::new(Format::Ipfix, mode, t, 7, max).unwrap();
     let mut out = Vec::new();
@@ -32,7 +40,12 @@ fn encode_all(mode: Mode, profile: Profile, recs: &[xdprobe_dataplane::FlowRecor
             e.write_record(r, CLOCK).unwrap();
         }
     }
-    let v = OptionsValues { observation_domain: 7, exported_messages: 3, exported_records: 42, ..Default::default() };
+    let v = OptionsValues {
+        observation_domain: 7,
+        exported_messages: 3,
+        exported_records: 42,
+        ..Default::default()
+    };
     if e.write_options(&v, CLOCK).is_err() {
         out.push(e.finish().unwrap().to_vec());
         e.write_options(&v, CLOCK).unwrap();
@@ -59,23 +72,32 @@ fn decode(msgs: Vec<Vec<u8>>) -> Vec<Value> {
         }
         let _ = tx.send(recs);
     });
-    rx.recv_timeout(Duration::from_secs(10)).expect("ipfix crate hung or panicked")
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("ipfix crate hung or panicked")
 }
 
 fn u(v: &Value, k: &str) -> u64 {
-    v.get(k).and_then(Value::as_u64).unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v.get(k)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 #[test]
 fn uniflow_values_match_the_records() {
     let recs: Vec<_> = (0..40).map(tcp_record).collect();
     let msgs = encode_all(Mode::Uniflow, Profile::Xdprobe, &recs, 1452);
-    assert!(msgs.len() > 3, "40 × 2 records must need several 1452-byte messages");
+    assert!(
+        msgs.len() > 3,
+        "40 × 2 records must need several 1452-byte messages"
+    );
     for m in &msgs {
         assert!(m.len() <= 1452, "message of {} bytes over the cap", m.len());
     }
     let got = decode(msgs);
-    let flows: Vec<&Value> = got.iter().filter(|v| v.get("sourceTransportPort").is_some()).collect();
+    let flows: Vec<&Value> = got
+        .iter()
+        .filter(|v| v.get("sourceTransportPort").is_some())
+        .collect();
     assert_eq!(flows.len(), 80, "two uniflow records per connection");
     for (i, r) in recs.iter().enumerate() {
         let (c2s, s2c) = (flows[2 * i], flows[2 * i + 1]);
@@ -89,17 +111,23 @@ fn uniflow_values_match_the_records() {
         assert_eq!(u(c2s, "packetDeltaCount"), r.c2s.packets);
         assert_eq!(u(c2s, "tcpControlBits"), u64::from(r.c2s.tcp_flags));
         assert_eq!(u(c2s, "flowEndReason"), 3);
-        assert_eq!(u(c2s, "flowStartMilliSeconds"), r.start.as_nanos() / 1_000_000);
-        assert_eq!(u(c2s, "flowEndMilliSeconds"), r.end.as_nanos() / 1_000_000);
+        assert_eq!(u(c2s, "flowStartMilliSeconds"), r.start.as_micros() / 1_000);
+        assert_eq!(u(c2s, "flowEndMilliSeconds"), r.end.as_micros() / 1_000);
         // NTP seconds: Unix + 2208988800 (RFC 7011 §6.1.9), high 32 bits.
-        assert_eq!(u(c2s, "flowStartMicroSeconds") >> 32, r.start.as_nanos() / 1_000_000_000 + 2_208_988_800);
+        assert_eq!(
+            u(c2s, "flowStartMicroSeconds") >> 32,
+            r.start.as_nanos() / 1_000_000_000 + 2_208_988_800
+        );
         assert_eq!(s2c["sourceIPv4Address"], "198.51.100.20");
         assert_eq!(u(s2c, "sourceTransportPort"), 443);
         assert_eq!(u(s2c, "destinationTransportPort"), u64::from(r.client_port));
         assert_eq!(u(s2c, "octetDeltaCount"), r.s2c.bytes);
         assert_eq!(u(s2c, "packetDeltaCount"), r.s2c.packets);
     }
-    let opts: Vec<&Value> = got.iter().filter(|v| v.get("exportedFlowTotalCount").is_some()).collect();
+    let opts: Vec<&Value> = got
+        .iter()
+        .filter(|v| v.get("exportedFlowTotalCount").is_some())
+        .collect();
     assert_eq!(opts.len(), 1);
     assert_eq!(u(opts[0], "exportedFlowTotalCount"), 42);
     assert_eq!(u(opts[0], "exportedMessageTotalCount"), 3);
@@ -111,11 +139,20 @@ fn biflow_v4_and_v6_records_all_parse() {
     for profile in [Profile::Xdprobe, Profile::Ntop] {
         let msgs = encode_all(Mode::Biflow, profile, &recs, 1452);
         let got = decode(msgs);
-        let v4 = got.iter().filter(|v| v.get("sourceIPv4Address").is_some()).count();
-        let v6: Vec<&Value> = got.iter().filter(|v| v.get("sourceIPv6Address").is_some()).collect();
+        let v4 = got
+            .iter()
+            .filter(|v| v.get("sourceIPv4Address").is_some())
+            .count();
+        let v6: Vec<&Value> = got
+            .iter()
+            .filter(|v| v.get("sourceIPv6Address").is_some())
+            .collect();
         assert_eq!(v4 + v6.len(), 50, "one biflow record per connection");
         assert_eq!(v6.len(), recs.iter().filter(|r| r.is_ipv6()).count());
-        assert_eq!(v6[0]["sourceIPv6Address"], "2001:0db8:0000:0000:0000:0000:0000:0001");
+        assert_eq!(
+            v6[0]["sourceIPv6Address"],
+            "2001:0db8:0000:0000:0000:0000:0000:0001"
+        );
         assert_eq!(u(v6[0], "destinationTransportPort"), 53);
     }
 }
@@ -129,12 +166,19 @@ fn sequence_numbers_count_data_records() {
     for (i, m) in msgs.iter().enumerate() {
         assert_eq!(u16::from_be_bytes([m[0], m[1]]), 10);
         assert_eq!(usize::from(u16::from_be_bytes([m[2], m[3]])), m.len());
-        assert_eq!(u32::from_be_bytes([m[4], m[5], m[6], m[7]]), CLOCK.unix_secs);
+        assert_eq!(
+            u32::from_be_bytes([m[4], m[5], m[6], m[7]]),
+            CLOCK.unix_secs
+        );
         assert_eq!(u32::from_be_bytes([m[8], m[9], m[10], m[11]]), expected);
         assert_eq!(u32::from_be_bytes([m[12], m[13], m[14], m[15]]), 7);
         // Data records the independent parser finds in this message (it
         // needs the templates of the first one).
-        let n = if i == 0 { first } else { decode(vec![msgs[0].clone(), m.clone()]).len() - first };
+        let n = if i == 0 {
+            first
+        } else {
+            decode(vec![msgs[0].clone(), m.clone()]).len() - first
+        };
         expected += n as u32;
     }
     assert_eq!(expected, 31, "30 flow records + 1 options record");
@@ -146,7 +190,9 @@ fn file_collector_writes_parseable_rfc5655_file() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("out.ipfix");
     let cfg = ExporterConfig {
-        collectors: vec![CollectorSpec::parse(&format!("file://{}?mode=uniflow", path.display())).unwrap()],
+        collectors: vec![
+            CollectorSpec::parse(&format!("file://{}?mode=uniflow", path.display())).unwrap(),
+        ],
         ..ExporterConfig::default()
     };
     let ex = Exporter::spawn(cfg).unwrap();

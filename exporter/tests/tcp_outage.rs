@@ -87,7 +87,8 @@ fn ports_of(stream: Vec<u8>) -> Vec<u64> {
         }
         let _ = tx.send(ports);
     });
-    rx.recv_timeout(Duration::from_secs(20)).expect("decoder hung or panicked")
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("decoder hung or panicked")
 }
 
 fn config(port: u16, buffer: usize) -> ExporterConfig {
@@ -161,8 +162,14 @@ fn overflow_beyond_the_buffer_is_counted_and_the_rest_arrives() {
     drop(tx);
     let stats = ex.shutdown().unwrap();
     let got = ports_of(reader.until_eof());
-    assert_eq!(stats.collectors[0].not_sent, 150, "what overflowed the bound is counted");
-    let want: Vec<u64> = recs[150..].iter().map(|r| u64::from(r.client_port)).collect();
+    assert_eq!(
+        stats.collectors[0].not_sent, 150,
+        "what overflowed the bound is counted"
+    );
+    let want: Vec<u64> = recs[150..]
+        .iter()
+        .map(|r| u64::from(r.client_port))
+        .collect();
     assert_eq!(got, want, "the newest 100 arrive, in order");
 }
 
@@ -184,7 +191,10 @@ fn full_channel_is_counted_not_silent() {
     }
     drop(tx);
     let stats = ex.shutdown().unwrap();
-    assert!(refused > 0, "a 4-slot channel must overflow under a 20k burst");
+    assert!(
+        refused > 0,
+        "a 4-slot channel must overflow under a 20k burst"
+    );
     assert_eq!(stats.channel_drops, refused);
     assert_eq!(stats.records_received + refused, 20_000);
 }

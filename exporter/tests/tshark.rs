@@ -24,7 +24,18 @@ impl Dissected {
         let o = Command::new("tshark")
             .args(["-n", "-r"])
             .arg(&self.pcap)
-            .args(["-d", &self.decode, "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=;", "-e", name])
+            .args([
+                "-d",
+                &self.decode,
+                "-T",
+                "fields",
+                "-E",
+                "occurrence=a",
+                "-E",
+                "aggregator=;",
+                "-e",
+                name,
+            ])
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -67,21 +78,45 @@ fn export_and_dissect(query: &str, recs: &[xdprobe_dataplane::FlowRecord], tag: 
     let stats = ex.shutdown().unwrap();
     let dgrams = recv_all(&sock, Duration::from_millis(300));
     assert_eq!(dgrams.len() as u64, stats.collectors[0].messages);
-    assert!(dgrams.iter().all(|d| d.len() <= 1500 - 28), "datagram over the MTU");
-    let pcap = std::env::temp_dir().join(format!("xdprobe-tshark-{tag}-{}.pcap", std::process::id()));
+    assert!(
+        dgrams.iter().all(|d| d.len() <= 1500 - 28),
+        "datagram over the MTU"
+    );
+    let pcap =
+        std::env::temp_dir().join(format!("xdprobe-tshark-{tag}-{}.pcap", std::process::id()));
     write_udp_pcap(&pcap, port, &dgrams);
     let decode = format!("udp.port=={port},cflow");
-    let verbose = Command::new("tshark").args(["-n", "-r"]).arg(&pcap).args(["-d", &decode, "-V"]).output().unwrap();
+    let verbose = Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(&pcap)
+        .args(["-d", &decode, "-V"])
+        .output()
+        .unwrap();
     let verbose = String::from_utf8_lossy(&verbose.stdout).into_owned();
     if std::env::var("XDPROBE_DUMP").is_ok_and(|d| d == tag) {
         println!("{verbose}");
     }
-    Dissected { pcap, decode, verbose }
+    Dissected {
+        pcap,
+        decode,
+        verbose,
+    }
 }
 
 fn assert_clean(verbose: &str) {
-    for bad in ["Malformed", "[Expert Info (Warning", "no template found", "Unknown", "Data (", "unknown"] {
-        let hits: Vec<&str> = verbose.lines().filter(|l| l.contains(bad)).take(5).collect();
+    for bad in [
+        "Malformed",
+        "[Expert Info (Warning",
+        "no template found",
+        "Unknown",
+        "Data (",
+        "unknown",
+    ] {
+        let hits: Vec<&str> = verbose
+            .lines()
+            .filter(|l| l.contains(bad))
+            .take(5)
+            .collect();
         assert!(hits.is_empty(), "tshark reports {bad:?}: {hits:#?}");
     }
 }
@@ -95,10 +130,17 @@ fn tshark_decodes_ipfix_biflow_with_every_field() {
     let d = export_and_dissect("", &recs, "ipfix");
     assert_clean(&d.verbose);
     let want: Vec<String> = recs.iter().map(|r| r.client_port.to_string()).collect();
-    assert_eq!(d.field("cflow.srcport"), want, "one record per connection, in order");
+    assert_eq!(
+        d.field("cflow.srcport"),
+        want,
+        "one record per connection, in order"
+    );
     // Forward then reverse (PEN 29305) octets for each biflow.
     let octets = d.field("cflow.octets");
-    let want: Vec<String> = recs.iter().flat_map(|r| [r.c2s.bytes.to_string(), r.s2c.bytes.to_string()]).collect();
+    let want: Vec<String> = recs
+        .iter()
+        .flat_map(|r| [r.c2s.bytes.to_string(), r.s2c.bytes.to_string()])
+        .collect();
     assert_eq!(octets, want);
     // dateTimeMicroseconds (NTP) decoded back to the record's microsecond.
     let starts = d.field("cflow.abstimestart");
@@ -106,13 +148,23 @@ fn tshark_decodes_ipfix_biflow_with_every_field() {
     for (i, r) in recs.iter().enumerate() {
         let us = r.start.as_micros();
         let frac_us = format!(".{:06}", us % 1_000_000);
-        let frac_ms = format!(".{:03}000000", (r.start.as_nanos() / 1_000_000) % 1000);
-        assert!(starts[2 * i].contains(&frac_ms), "{} vs {frac_ms}", starts[2 * i]);
-        assert!(starts[2 * i + 1].contains(&frac_us), "{} vs {frac_us}", starts[2 * i + 1]);
+        let frac_ms = format!(".{:03}000000", (r.start.as_micros() / 1_000) % 1000);
+        assert!(
+            starts[2 * i].contains(&frac_ms),
+            "{} vs {frac_ms}",
+            starts[2 * i]
+        );
+        assert!(
+            starts[2 * i + 1].contains(&frac_us),
+            "{} vs {frac_us}",
+            starts[2 * i + 1]
+        );
     }
     // The options record (exporter statistics) is decoded too.
-    assert!(!d.field("cflow.notsent_flows").is_empty(),
-        "no options record decoded");
+    assert!(
+        !d.field("cflow.notsent_flows").is_empty(),
+        "no options record decoded"
+    );
 }
 
 #[test]

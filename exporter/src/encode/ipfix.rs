@@ -28,7 +28,11 @@ pub fn options_template_len(o: &OptionsTemplate) -> usize {
 
 fn write_template(out: &mut Vec<u8>, t: &FlowTemplate) {
     out.extend_from_slice(&t.id.to_be_bytes());
-    out.extend_from_slice(&u16::try_from(t.fields.len()).unwrap_or(u16::MAX).to_be_bytes());
+    out.extend_from_slice(
+        &u16::try_from(t.fields.len())
+            .unwrap_or(u16::MAX)
+            .to_be_bytes(),
+    );
     for f in &t.fields {
         if f.pen == 0 {
             out.extend_from_slice(&f.id.to_be_bytes());

@@ -140,7 +140,7 @@ impl Encoder {
         if let Some((_, start)) = self.open_set.take() {
             if self.format == Format::NetflowV9 {
                 // RFC 3954 §5.3: pad so the next FlowSet is 4-byte aligned.
-                while (self.buf.len() - start) % 4 != 0 {
+                while !(self.buf.len() - start).is_multiple_of(4) {
                     self.buf.push(0);
                 }
             }
@@ -154,7 +154,11 @@ impl Encoder {
     /// Make `set_id` the open set if `extra` more bytes fit (counting its
     /// header and v9 padding if a new set must be opened).
     fn open(&mut self, set_id: u16, extra: usize) -> Result<(), NoRoom> {
-        let pad = if self.format == Format::NetflowV9 { 3 } else { 0 };
+        let pad = if self.format == Format::NetflowV9 {
+            3
+        } else {
+            0
+        };
         match self.open_set {
             Some((id, _)) if id == set_id => {
                 if self.buf.len() + extra + pad > self.max_len {
@@ -179,7 +183,11 @@ impl Encoder {
     /// Add the template set and options template set.
     pub fn write_templates(&mut self, clock: ExportClock) -> Result<(), NoRoom> {
         self.ensure_started(clock);
-        let pad = if self.format == Format::NetflowV9 { 6 } else { 0 };
+        let pad = if self.format == Format::NetflowV9 {
+            6
+        } else {
+            0
+        };
         if self.buf.len() + 3 + self.template_sets_len() + pad > self.max_len {
             return Err(NoRoom);
         }
@@ -196,12 +204,20 @@ impl Encoder {
     /// carried packets, client→server first).
     pub fn write_record(&mut self, r: &FlowRecord, clock: ExportClock) -> Result<(), NoRoom> {
         self.ensure_started(clock);
-        let t = if r.is_ipv6() { &self.templates.v6 } else { &self.templates.v4 };
+        let t = if r.is_ipv6() {
+            &self.templates.v6
+        } else {
+            &self.templates.v4
+        };
         let (id, len) = (t.id, t.record_len);
         match self.mode {
             Mode::Biflow => {
                 self.open(id, len)?;
-                write_view(&mut self.buf, pick(&self.templates, r), &View::new(r, Dir::C2S));
+                write_view(
+                    &mut self.buf,
+                    pick(&self.templates, r),
+                    &View::new(r, Dir::C2S),
+                );
                 self.count_data(1);
             }
             Mode::Uniflow => {
@@ -228,7 +244,8 @@ impl Encoder {
         let len = self.templates.options.record_len();
         self.open(self.templates.options.id, len)?;
         let o = &self.templates.options;
-        self.buf.extend_from_slice(&v.observation_domain.to_be_bytes());
+        self.buf
+            .extend_from_slice(&v.observation_domain.to_be_bytes());
         for (x, _) in [
             v.exported_messages,
             v.exported_records,
@@ -247,7 +264,9 @@ impl Encoder {
 
     fn count_data(&mut self, n: u32) {
         self.msg_data_records += n;
-        self.msg_v9_count = self.msg_v9_count.saturating_add(u16::try_from(n).unwrap_or(u16::MAX));
+        self.msg_v9_count = self
+            .msg_v9_count
+            .saturating_add(u16::try_from(n).unwrap_or(u16::MAX));
     }
 
     /// Close the message: patch the header and return its bytes (None if

@@ -30,7 +30,11 @@ pub fn options_template_len(o: &OptionsTemplate) -> usize {
 
 fn write_template(out: &mut Vec<u8>, t: &FlowTemplate) {
     out.extend_from_slice(&t.id.to_be_bytes());
-    out.extend_from_slice(&u16::try_from(t.fields.len()).unwrap_or(u16::MAX).to_be_bytes());
+    out.extend_from_slice(
+        &u16::try_from(t.fields.len())
+            .unwrap_or(u16::MAX)
+            .to_be_bytes(),
+    );
     for f in &t.fields {
         // v9 templates are built without enterprise fields (see template.rs).
         out.extend_from_slice(&f.id.to_be_bytes());
@@ -39,7 +43,7 @@ fn write_template(out: &mut Vec<u8>, t: &FlowTemplate) {
 }
 
 fn pad4(out: &mut Vec<u8>, start: usize) {
-    while (out.len() - start) % 4 != 0 {
+    while !(out.len() - start).is_multiple_of(4) {
         out.push(0);
     }
 }

@@ -30,7 +30,11 @@ impl<'a> View<'a> {
             (false, Dir::C2S) => 1,
             (false, Dir::S2C) => 2,
         };
-        View { r, fwd, biflow_direction }
+        View {
+            r,
+            fwd,
+            biflow_direction,
+        }
     }
 
     fn dir(&self, side: Side) -> Dir {
@@ -63,7 +67,7 @@ pub fn ntp_micros(ts: Timestamp) -> u64 {
     let us = ts.as_micros();
     let secs = (us / 1_000_000 + NTP_UNIX_OFFSET) & 0xFFFF_FFFF;
     let frac_us = us % 1_000_000;
-    let frac = (((frac_us << 21) + 999_999) / 1_000_000) << 11;
+    let frac = (frac_us << 21).div_ceil(1_000_000) << 11;
     (secs << 32) | frac
 }
 
@@ -116,7 +120,11 @@ pub fn write_record(out: &mut Vec<u8>, t: &FlowTemplate, v: &View<'_>) {
     for f in &t.fields {
         match f.value {
             Value::SrcV4 | Value::DstV4 => {
-                let (a, _) = if f.value == Value::SrcV4 { v.src() } else { v.dst() };
+                let (a, _) = if f.value == Value::SrcV4 {
+                    v.src()
+                } else {
+                    v.dst()
+                };
                 let b = match a {
                     IpAddr::V4(a) => a.octets(),
                     IpAddr::V6(a) => a.to_ipv4_mapped().map_or([0; 4], |a| a.octets()),
@@ -124,7 +132,11 @@ pub fn write_record(out: &mut Vec<u8>, t: &FlowTemplate, v: &View<'_>) {
                 out.extend_from_slice(&b);
             }
             Value::SrcV6 | Value::DstV6 => {
-                let (a, _) = if f.value == Value::SrcV6 { v.src() } else { v.dst() };
+                let (a, _) = if f.value == Value::SrcV6 {
+                    v.src()
+                } else {
+                    v.dst()
+                };
                 let b = match a {
                     IpAddr::V6(a) => a.octets(),
                     IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
@@ -136,8 +148,9 @@ pub fn write_record(out: &mut Vec<u8>, t: &FlowTemplate, v: &View<'_>) {
             Value::Proto => out.push(r.proto),
             Value::Tos => out.push(r.tos),
             Value::Vlan => out.extend_from_slice(&r.vlan.unwrap_or(0).to_be_bytes()),
-            Value::StartMs => out.extend_from_slice(&(r.start.as_nanos() / 1_000_000).to_be_bytes()),
-            Value::EndMs => out.extend_from_slice(&(r.end.as_nanos() / 1_000_000).to_be_bytes()),
+            // From the rounded microsecond, so the ms agrees with the JSON output.
+            Value::StartMs => out.extend_from_slice(&(r.start.as_micros() / 1_000).to_be_bytes()),
+            Value::EndMs => out.extend_from_slice(&(r.end.as_micros() / 1_000).to_be_bytes()),
             Value::StartUs => out.extend_from_slice(&ntp_micros(r.start).to_be_bytes()),
             Value::EndUs => out.extend_from_slice(&ntp_micros(r.end).to_be_bytes()),
             Value::Octets(s) => out.extend_from_slice(&r.dir(v.dir(s)).bytes.to_be_bytes()),
@@ -171,15 +184,14 @@ pub fn write_record(out: &mut Vec<u8>, t: &FlowTemplate, v: &View<'_>) {
             }
             Value::NtopRetrans(s) => out.extend_from_slice(&r.dir(v.dir(s)).retrans.to_be_bytes()),
             Value::NtopOoo(s) => out.extend_from_slice(&r.dir(v.dir(s)).ooo.to_be_bytes()),
-            Value::Nf9ClientDelay { usec } => {
-                out.extend_from_slice(&split_sec_usec(half_us(r.npm.client_net_us), usec).to_be_bytes())
-            }
-            Value::Nf9ServerDelay { usec } => {
-                out.extend_from_slice(&split_sec_usec(half_us(r.npm.server_net_us), usec).to_be_bytes())
-            }
-            Value::Nf9ApplLatency { usec } => out.extend_from_slice(
-                &split_sec_usec(r.npm.srt_us.unwrap_or(0), usec).to_be_bytes(),
+            Value::Nf9ClientDelay { usec } => out.extend_from_slice(
+                &split_sec_usec(half_us(r.npm.client_net_us), usec).to_be_bytes(),
             ),
+            Value::Nf9ServerDelay { usec } => out.extend_from_slice(
+                &split_sec_usec(half_us(r.npm.server_net_us), usec).to_be_bytes(),
+            ),
+            Value::Nf9ApplLatency { usec } => out
+                .extend_from_slice(&split_sec_usec(r.npm.srt_us.unwrap_or(0), usec).to_be_bytes()),
         }
     }
 }

@@ -14,7 +14,9 @@ pub struct FileOut {
 
 impl FileOut {
     pub fn create(path: &Path) -> io::Result<Self> {
-        Ok(FileOut { w: BufWriter::with_capacity(1 << 16, File::create(path)?) })
+        Ok(FileOut {
+            w: BufWriter::with_capacity(1 << 16, File::create(path)?),
+        })
     }
 
     pub fn send(&mut self, msg: &[u8]) -> Sent {

@@ -40,11 +40,18 @@ pub struct TcpOut {
 }
 
 impl TcpOut {
-    pub fn new(addr: SocketAddr, token: Token, min_backoff: Duration, max_backoff: Duration) -> Self {
+    pub fn new(
+        addr: SocketAddr,
+        token: Token,
+        min_backoff: Duration,
+        max_backoff: Duration,
+    ) -> Self {
         TcpOut {
             addr,
             token,
-            state: State::Down { retry_at: Instant::now() },
+            state: State::Down {
+                retry_at: Instant::now(),
+            },
             min_backoff,
             max_backoff: max_backoff.max(min_backoff),
             backoff: min_backoff,
@@ -75,7 +82,12 @@ impl TcpOut {
     }
 
     fn go_down(&mut self, reg: &Registry, now: Instant) {
-        let old = std::mem::replace(&mut self.state, State::Down { retry_at: now + self.backoff });
+        let old = std::mem::replace(
+            &mut self.state,
+            State::Down {
+                retry_at: now + self.backoff,
+            },
+        );
         if let State::Connecting(mut s) | State::Up(mut s) = old {
             // Deregistering a socket we are about to drop cannot matter.
             let _ = reg.deregister(&mut s);
@@ -87,13 +99,17 @@ impl TcpOut {
 
     /// Start a connection attempt if one is due.
     pub fn tick(&mut self, reg: &Registry, now: Instant) -> Option<Change> {
-        let State::Down { retry_at } = self.state else { return None };
+        let State::Down { retry_at } = self.state else {
+            return None;
+        };
         if now < retry_at {
             return None;
         }
         match TcpStream::connect(self.addr) {
             Ok(mut s) => {
-                if let Err(e) = reg.register(&mut s, self.token, Interest::READABLE | Interest::WRITABLE) {
+                if let Err(e) =
+                    reg.register(&mut s, self.token, Interest::READABLE | Interest::WRITABLE)
+                {
                     self.go_down(reg, now);
                     return Some(Change::Lost(e));
                 }
@@ -108,7 +124,12 @@ impl TcpOut {
     }
 
     /// Handle a readiness event for this collector's token.
-    pub fn on_event(&mut self, reg: &Registry, ev: &mio::event::Event, now: Instant) -> Option<Change> {
+    pub fn on_event(
+        &mut self,
+        reg: &Registry,
+        ev: &mio::event::Event,
+        now: Instant,
+    ) -> Option<Change> {
         match &mut self.state {
             State::Down { .. } => None,
             State::Connecting(s) => {
@@ -122,7 +143,8 @@ impl TcpOut {
                 match s.peer_addr() {
                     Ok(_) => {
                         let _ = s.set_nodelay(true);
-                        let State::Connecting(s) = std::mem::replace(&mut self.state, State::Down { retry_at: now })
+                        let State::Connecting(s) =
+                            std::mem::replace(&mut self.state, State::Down { retry_at: now })
                         else {
                             return None;
                         };
@@ -138,11 +160,11 @@ impl TcpOut {
                 }
             }
             State::Up(_) => {
-                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                    if let Some(e) = self.drain_input() {
-                        self.go_down(reg, now);
-                        return Some(Change::Lost(e));
-                    }
+                if (ev.is_readable() || ev.is_read_closed() || ev.is_error())
+                    && let Some(e) = self.drain_input()
+                {
+                    self.go_down(reg, now);
+                    return Some(Change::Lost(e));
                 }
                 None
             }
@@ -152,11 +174,18 @@ impl TcpOut {
     /// Collectors send nothing on an IPFIX TCP session: read and discard,
     /// and report EOF or an error as a lost connection.
     fn drain_input(&mut self) -> Option<io::Error> {
-        let State::Up(s) = &mut self.state else { return None };
+        let State::Up(s) = &mut self.state else {
+            return None;
+        };
         let mut scratch = [0u8; 512];
         loop {
             match s.read(&mut scratch) {
-                Ok(0) => return Some(io::Error::new(io::ErrorKind::UnexpectedEof, "collector closed the connection")),
+                Ok(0) => {
+                    return Some(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "collector closed the connection",
+                    ));
+                }
                 Ok(_) => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -167,10 +196,15 @@ impl TcpOut {
 
     /// True if the peer has closed (checked before starting a message).
     pub fn check_alive(&mut self, reg: &Registry, now: Instant) -> Option<Change> {
-        let State::Up(s) = &mut self.state else { return None };
+        let State::Up(s) = &mut self.state else {
+            return None;
+        };
         let mut b = [0u8; 1];
         let gone = match s.peek(&mut b) {
-            Ok(0) => Some(io::Error::new(io::ErrorKind::UnexpectedEof, "collector closed the connection")),
+            Ok(0) => Some(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "collector closed the connection",
+            )),
             Ok(_) => self.drain_input(),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
             Err(e) => Some(e),
@@ -193,13 +227,20 @@ impl TcpOut {
     /// Write what is pending. `Ok(true)`: all written; `Ok(false)`: the
     /// socket is full, wait for WRITABLE.
     pub fn flush(&mut self, reg: &Registry, now: Instant) -> Result<bool, Change> {
-        let State::Up(s) = &mut self.state else { return Ok(!self.has_pending()) };
+        let State::Up(s) = &mut self.state else {
+            return Ok(!self.has_pending());
+        };
         while self.out_pos < self.out.len() {
-            let Some(chunk) = self.out.get(self.out_pos..) else { break };
+            let Some(chunk) = self.out.get(self.out_pos..) else {
+                break;
+            };
             match s.write(chunk) {
                 Ok(0) => {
                     self.go_down(reg, now);
-                    return Err(Change::Lost(io::Error::new(io::ErrorKind::WriteZero, "write returned 0")));
+                    return Err(Change::Lost(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "write returned 0",
+                    )));
                 }
                 Ok(n) => self.out_pos += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
@@ -220,7 +261,9 @@ impl TcpOut {
         if let State::Connecting(s) | State::Up(s) = &mut self.state {
             let _ = reg.deregister(s);
         }
-        self.state = State::Down { retry_at: Instant::now() + self.max_backoff };
+        self.state = State::Down {
+            retry_at: Instant::now() + self.max_backoff,
+        };
     }
 }
 

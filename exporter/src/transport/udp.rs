@@ -29,7 +29,10 @@ impl UdpOut {
     pub fn send(&mut self, msg: &[u8]) -> Sent {
         match self.sock.send(msg) {
             Ok(n) if n == msg.len() => Sent::Ok,
-            Ok(n) => Sent::Dropped(io::Error::other(format!("short datagram {n}/{}", msg.len()))),
+            Ok(n) => Sent::Dropped(io::Error::other(format!(
+                "short datagram {n}/{}",
+                msg.len()
+            ))),
             Err(e) => Sent::Dropped(e),
         }
     }

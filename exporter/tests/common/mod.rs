@@ -82,8 +82,16 @@ pub fn dns_v6_record(i: u32) -> FlowRecord {
         end: Timestamp::from_nanos(start_ns + 1_500_000),
         end_reason: EndReason::Idle,
         tos: 0,
-        c2s: DirStats { packets: 1, bytes: 71, ..DirStats::default() },
-        s2c: DirStats { packets: 1, bytes: 187, ..DirStats::default() },
+        c2s: DirStats {
+            packets: 1,
+            bytes: 71,
+            ..DirStats::default()
+        },
+        s2c: DirStats {
+            packets: 1,
+            bytes: 187,
+            ..DirStats::default()
+        },
         npm: Npm {
             srt_us: Some(1_400),
             srt_count: 1,
@@ -98,7 +106,15 @@ pub fn dns_v6_record(i: u32) -> FlowRecord {
 
 /// `n` records mixing both kinds.
 pub fn mixed_records(n: u32) -> Vec<FlowRecord> {
-    (0..n).map(|i| if i % 4 == 3 { dns_v6_record(i) } else { tcp_record(i) }).collect()
+    (0..n)
+        .map(|i| {
+            if i % 4 == 3 {
+                dns_v6_record(i)
+            } else {
+                tcp_record(i)
+            }
+        })
+        .collect()
 }
 
 /// Kills and reaps a child process on drop, whatever the test outcome.
@@ -136,11 +152,19 @@ impl Drop for ChildGuard {
 
 /// A free UDP port on 127.0.0.1 (bound then released).
 pub fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 pub fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Is `tool` on PATH? If not: skip loudly, or fail under CI=true.

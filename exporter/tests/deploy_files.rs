@@ -1,0 +1,50 @@
+//! The shipped collector definitions (deploy/collectors/) describe exactly
+//! the enterprise elements the exporter sends: same IDs, names, lengths.
+
+use std::path::Path;
+
+use xdprobe_exporter::ie::{NPM_ELEMENTS, PEN_DOCUMENTATION};
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)).unwrap()
+}
+
+#[test]
+fn pmacct_primitives_match_the_element_table() {
+    let text = read("deploy/collectors/pmacct/aggregate_primitives");
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("name=")).collect();
+    assert_eq!(lines.len(), NPM_ELEMENTS.len());
+    for (l, e) in lines.iter().zip(NPM_ELEMENTS) {
+        let kv = |k: &str| {
+            l.split_whitespace()
+                .find_map(|t| t.strip_prefix(&format!("{k}=")))
+                .unwrap_or_else(|| panic!("{k} missing in {l}"))
+                .to_string()
+        };
+        assert_eq!(kv("name"), e.primitive);
+        assert_eq!(kv("field_type"), format!("{PEN_DOCUMENTATION}:{}", e.id));
+        assert_eq!(kv("len"), e.len.to_string());
+        assert_eq!(kv("semantics"), "u_int");
+    }
+}
+
+#[test]
+fn ipfixcol2_elements_match_the_element_table() {
+    let text = read("deploy/collectors/ipfixcol2/xdprobe.xml");
+    assert!(text.contains(&format!("<pen>{PEN_DOCUMENTATION}</pen>")));
+    let blocks: Vec<&str> = text.split("<element>").skip(1).collect();
+    assert_eq!(blocks.len(), NPM_ELEMENTS.len());
+    let tag = |b: &str, t: &str| -> String {
+        let open = format!("<{t}>");
+        let s = b.find(&open).unwrap() + open.len();
+        let e = b[s..].find('<').unwrap();
+        b[s..s + e].to_string()
+    };
+    for (b, e) in blocks.iter().zip(NPM_ELEMENTS) {
+        assert_eq!(tag(b, "id"), e.id.to_string());
+        assert_eq!(tag(b, "name"), e.name);
+        assert_eq!(tag(b, "dataType"), e.data_type);
+        let len = if e.data_type == "unsigned8" { 1 } else { 4 };
+        assert_eq!(e.len, len);
+    }
+}

@@ -1,0 +1,469 @@
+//! End to end: `xdprobe pcap FILE --format json --export URL…` against real
+//! collectors started here (nfcapd + nfdump for IPFIX and NetFlow v9,
+//! pmacct nfacctd with the shipped primitives file, tshark), each compared
+//! with the probe's own JSON for the same run. Collectors listen on
+//! 127.0.0.1 only; every child is killed by a guard even on failure.
+//! A missing collector skips loudly, never under CI=true.
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn shared() -> PathBuf {
+    std::env::var_os("XDPROBE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+}
+
+fn require(tool: &str) -> bool {
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{tool} is required under CI=true"
+        );
+        eprintln!("\n*** SKIPPED: {tool} not installed ***\n");
+    }
+    ok
+}
+
+/// Kills (SIGINT first: nfcapd and pmacct write their output on it) and
+/// reaps the child on drop.
+struct Guard(Option<Child>);
+
+impl Guard {
+    fn stop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = Command::new("kill")
+                .args(["-INT", &c.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_bound(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "collector never bound udp {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("xdprobe-e2e-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Run the probe; returns its JSON records.
+fn probe(pcap: &str, exports: &[String]) -> Vec<Value> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xdprobe"));
+    cmd.arg("pcap")
+        .arg(shared().join("corpus").join(pcap))
+        .args(["--format", "json"]);
+    for e in exports {
+        cmd.args(["--export", e]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "xdprobe failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!recs.is_empty());
+    recs
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v.get(k)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
+}
+
+fn has_ports(proto: u64) -> bool {
+    proto == 6 || proto == 17
+}
+
+/// Comparable flow tuple from the probe's JSON.
+fn json_key(r: &Value) -> String {
+    let proto = u(r, "proto");
+    let (sp, dp) = if has_ports(proto) {
+        (u(r, "client_port"), u(r, "server_port"))
+    } else {
+        (0, 0)
+    };
+    format!(
+        "{} {sp} > {} {dp} p{proto} t{}-{} {}/{} {}/{}",
+        r["client_addr"].as_str().unwrap(),
+        r["server_addr"].as_str().unwrap(),
+        u(r, "start_us") / 1000,
+        u(r, "end_us") / 1000,
+        u(&r["c2s"], "packets"),
+        u(&r["c2s"], "bytes"),
+        u(&r["s2c"], "packets"),
+        u(&r["s2c"], "bytes"),
+    )
+}
+
+/// The same tuple from `nfdump -o json` (times printed in TZ=UTC).
+fn nfdump_key(f: &Value) -> String {
+    let proto = u(f, "proto");
+    let (sp, dp) = if has_ports(proto) {
+        (u(f, "src_port"), u(f, "dst_port"))
+    } else {
+        (0, 0)
+    };
+    let addr = |k4: &str, k6: &str| {
+        let a = f
+            .get(k4)
+            .or_else(|| f.get(k6))
+            .and_then(Value::as_str)
+            .unwrap();
+        a.parse::<std::net::IpAddr>().unwrap().to_string()
+    };
+    let ms = |k: &str| {
+        let t = f[k].as_str().unwrap();
+        let out = Command::new("date")
+            .args(["-u", "-d", &format!("{}Z", &t[..19]), "+%s"])
+            .output()
+            .unwrap();
+        let secs: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        secs * 1000 + t[20..].parse::<u64>().unwrap()
+    };
+    format!(
+        "{} {sp} > {} {dp} p{proto} t{}-{} {}/{} {}/{}",
+        addr("src4_addr", "src6_addr"),
+        addr("dst4_addr", "dst6_addr"),
+        ms("first"),
+        ms("last"),
+        u(f, "in_packets"),
+        u(f, "in_bytes"),
+        u(f, "out_packets"),
+        u(f, "out_bytes"),
+    )
+}
+
+fn nfdump(dir: &Path, fmt: &str) -> String {
+    let out = Command::new("nfdump")
+        .env("TZ", "UTC")
+        .arg("-R")
+        .arg(dir)
+        .args(["-o", fmt])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn nfcapd(dir: &Path, port: u16) -> Guard {
+    let c = Command::new("nfcapd")
+        .args([
+            "-b",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "3600",
+            "-w",
+        ])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let g = Guard(Some(c));
+    wait_bound(port);
+    g
+}
+
+#[test]
+fn nfdump_shows_the_same_flows_for_ipfix_and_v9() {
+    if !require("nfcapd") || !require("nfdump") {
+        return;
+    }
+    for pcap in ["ipfixprobe_mixed.pcap", "synth_npm_v4.pcap"] {
+        let (d4, d9) = (tmpdir("ipfix"), tmpdir("v9"));
+        let (p4, p9) = (free_udp_port(), free_udp_port());
+        let mut g4 = nfcapd(&d4, p4);
+        let mut g9 = nfcapd(&d9, p9);
+        // Both collectors in one run: fan-out.
+        let json = probe(
+            pcap,
+            &[
+                format!("udp://127.0.0.1:{p4}"),
+                format!("udp://127.0.0.1:{p9}?format=nfv9"),
+            ],
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        g4.stop();
+        g9.stop();
+        let mut want: Vec<String> = json.iter().map(json_key).collect();
+        want.sort();
+        for dir in [&d4, &d9] {
+            let flows: Vec<Value> = serde_json::from_str(&nfdump(dir, "json")).unwrap();
+            let mut got: Vec<String> = flows.iter().map(nfdump_key).collect();
+            got.sort();
+            assert_eq!(got, want, "{pcap} via {}", dir.display());
+        }
+        if pcap.starts_with("synth") {
+            // v9 latency columns: nfdump's own text output.
+            let text = nfdump(&d9, "fmt:%sa %sp %da %dp %cl %sl %al");
+            println!("{text}");
+            let flows: Vec<Value> = serde_json::from_str(&nfdump(&d9, "json")).unwrap();
+            for r in json.iter().filter(|r| u(r, "proto") == 6) {
+                let f = flows
+                    .iter()
+                    .find(|f| u(f, "src_port") == u(r, "client_port"))
+                    .unwrap();
+                let us = |k: &str| (f[k].as_f64().unwrap() * 1000.0).round() as u64;
+                let half = |k: &str| r[k].as_u64().map_or(0, |v| v / 2);
+                assert_eq!(us("cli_latency"), half("client_net_us"), "{f}");
+                assert_eq!(us("srv_latency"), half("server_net_us"), "{f}");
+                assert_eq!(us("app_latency"), r["srt_us"].as_u64().unwrap_or(0), "{f}");
+                let line = text
+                    .lines()
+                    .find(|l| l.contains(&format!(" {} ", u(r, "client_port"))))
+                    .expect("flow line in nfdump -o fmt output");
+                let ms = format!("{:.3}", half("client_net_us") as f64 / 1000.0);
+                assert!(line.contains(&ms), "client latency {ms} ms not in {line:?}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&d4);
+        let _ = std::fs::remove_dir_all(&d9);
+    }
+}
+
+#[test]
+fn nfacctd_reads_rtt_srt_retransmissions_and_ooo() {
+    if !require("nfacctd") {
+        return;
+    }
+    let prim =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/collectors/pmacct/aggregate_primitives");
+    for pcap in ["synth_npm_v4.pcap", "ipfixprobe_mixed.pcap"] {
+        let dir = tmpdir("nfacctd");
+        let port = free_udp_port();
+        let out = dir.join("out.json");
+        let conf = dir.join("nfacctd.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "daemonize: false\nnfacctd_ip: 127.0.0.1\nnfacctd_port: {port}\naggregate_primitives: {}\n\
+                 plugins: print\naggregate: src_host, dst_host, src_port, dst_port, proto, timestamp_start, \
+                 rtt_us, cnt_us, snt_us, srt_us, retrans_c2s, retrans_s2c, ooo_c2s, ooo_s2c\n\
+                 print_output: json\nprint_output_file: {}\nprint_refresh_time: 60\nnfacctd_time_new: false\n",
+                prim.display(),
+                out.display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("nfacctd")
+            .arg("-f")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let mut g = Guard(Some(child.unwrap()));
+        wait_bound(port);
+        let json = probe(pcap, &[format!("udp://127.0.0.1:{port}")]);
+        std::thread::sleep(Duration::from_millis(500));
+        g.stop();
+        let rows: Vec<Value> = std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let pm = |v: &Value, k: &str| -> u64 {
+            match &v[k] {
+                Value::String(s) => s.parse().unwrap(),
+                x => x.as_u64().unwrap_or_else(|| panic!("{k} in {v}")),
+            }
+        };
+        let nm = |r: &Value, k: &str| r[k].as_u64().unwrap_or(u64::from(u32::MAX));
+        let mut checked = 0;
+        for r in json.iter().filter(|r| has_ports(u(r, "proto"))) {
+            let row = rows
+                .iter()
+                .find(|x| {
+                    x["ip_src"] == r["client_addr"]
+                        && pm(x, "port_src") == u(r, "client_port")
+                        && pm(x, "port_dst") == u(r, "server_port")
+                })
+                .unwrap_or_else(|| panic!("{pcap}: no pmacct row for {r}"));
+            assert_eq!(pm(row, "rtt_us"), nm(r, "rtt_us"), "{row}");
+            assert_eq!(pm(row, "cnt_us"), nm(r, "client_net_us"), "{row}");
+            assert_eq!(pm(row, "snt_us"), nm(r, "server_net_us"), "{row}");
+            assert_eq!(pm(row, "srt_us"), nm(r, "srt_us"), "{row}");
+            assert_eq!(pm(row, "retrans_c2s"), u(&r["c2s"], "retrans"), "{row}");
+            assert_eq!(pm(row, "retrans_s2c"), u(&r["s2c"], "retrans"), "{row}");
+            assert_eq!(pm(row, "ooo_c2s"), u(&r["c2s"], "ooo"), "{row}");
+            assert_eq!(pm(row, "ooo_s2c"), u(&r["s2c"], "ooo"), "{row}");
+            checked += 1;
+        }
+        assert!(checked > 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn tshark_decodes_every_exported_message() {
+    if !require("tshark") {
+        return;
+    }
+    for (pcap, query) in [
+        ("ipfixprobe_mixed.pcap", ""),
+        ("ipfixprobe_mixed.pcap", "?format=nfv9&profile=ntop"),
+        ("synth_npm_v4.pcap", "?mode=uniflow&profile=ntop"),
+    ] {
+        let dir = tmpdir("tshark");
+        let file = dir.join("out.ipfix");
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = sock.local_addr().unwrap().port();
+        sock.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let json = probe(
+            pcap,
+            &[
+                format!("udp://127.0.0.1:{port}{query}"),
+                format!("file://{}", file.display()),
+            ],
+        );
+        let mut dgrams = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        while let Ok(n) = sock.recv(&mut buf) {
+            dgrams.push(buf[..n].to_vec());
+        }
+        // The RFC 5655 file holds the same IPFIX records, back to back.
+        let bytes = std::fs::read(&file).unwrap();
+        assert!(
+            bytes.len() >= 16 && bytes[0..2] == [0, 10],
+            "file starts with an IPFIX message"
+        );
+        let pc = dir.join("x.pcap");
+        write_pcap(&pc, port, &dgrams);
+        let decode = format!("udp.port=={port},cflow");
+        let v = Command::new("tshark")
+            .args(["-n", "-r"])
+            .arg(&pc)
+            .args(["-d", &decode, "-V"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&v.stdout);
+        for bad in ["Malformed", "no template found", "[Expert Info (Warning"] {
+            assert!(!text.contains(bad), "{pcap}{query}: tshark says {bad}");
+        }
+        let f = Command::new("tshark")
+            .args(["-n", "-r"])
+            .arg(&pc)
+            .args([
+                "-d",
+                &decode,
+                "-T",
+                "fields",
+                "-E",
+                "occurrence=a",
+                "-E",
+                "aggregator=;",
+                "-e",
+                "cflow.srcport",
+            ])
+            .output()
+            .unwrap();
+        let n = String::from_utf8_lossy(&f.stdout)
+            .split([';', '\n'])
+            .filter(|s| !s.is_empty())
+            .count();
+        let want = if query.contains("uniflow") {
+            json.iter()
+                .map(|r| {
+                    if u(&r["s2c"], "packets") > 0 && u(&r["c2s"], "packets") > 0 {
+                        2
+                    } else {
+                        1
+                    }
+                })
+                .sum()
+        } else {
+            json.len()
+        };
+        assert_eq!(n, want, "{pcap}{query}: records tshark decoded");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Datagrams as IPv4/UDP packets to `port` in a LINKTYPE_RAW pcap.
+fn write_pcap(path: &Path, port: u16, payloads: &[Vec<u8>]) {
+    let mut out = Vec::new();
+    for x in [
+        0xa1b2_c3d4u32.to_le_bytes().as_slice(),
+        &2u16.to_le_bytes(),
+        &4u16.to_le_bytes(),
+        &[0; 8],
+        &65535u32.to_le_bytes(),
+        &101u32.to_le_bytes(),
+    ] {
+        out.extend_from_slice(x);
+    }
+    for (i, p) in payloads.iter().enumerate() {
+        let total = (28 + p.len()) as u16;
+        let mut ip = vec![0x45, 0];
+        ip.extend_from_slice(&total.to_be_bytes());
+        ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1]);
+        ip.extend_from_slice(&40000u16.to_be_bytes());
+        ip.extend_from_slice(&port.to_be_bytes());
+        ip.extend_from_slice(&(total - 20).to_be_bytes());
+        ip.extend_from_slice(&[0, 0]);
+        ip.extend_from_slice(p);
+        out.extend_from_slice(&(1_700_000_000u32 + i as u32).to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&(ip.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(ip.len() as u32).to_le_bytes());
+        out.extend_from_slice(&ip);
+    }
+    std::fs::write(path, out).unwrap();
+}

@@ -43,8 +43,18 @@ const CORPUS_EXCEPTIONS: &[(&str, &str, u64, Rule)] = &[
     ("ipfixprobe_vlan.pcap", "udp:0", 3, Rule::VlanKeyedFlows),
     // Query id 0x9f91 at frame 3, repeated at frame 5 (5.0008 s later),
     // response in fragments 6, 7, 8: tshark times 8 − 5, the spec 6 − 3.
-    ("zeek_ipv6-fragmented-dns.pcap", "udp:1", 5, Rule::DnsRetryAfter5s),
-    ("zeek_ipv6-fragmented-dns.pcap", "udp:1", 6, Rule::DnsFragmentedResponse),
+    (
+        "zeek_ipv6-fragmented-dns.pcap",
+        "udp:1",
+        5,
+        Rule::DnsRetryAfter5s,
+    ),
+    (
+        "zeek_ipv6-fragmented-dns.pcap",
+        "udp:1",
+        6,
+        Rule::DnsFragmentedResponse,
+    ),
 ];
 
 /// One record per flow (no timeout splits a flow) / 1 s intervals.
@@ -93,7 +103,8 @@ struct Report {
 impl Report {
     fn expect_eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, ours: T, want: T) {
         if ours != want {
-            self.failures.push(format!("{what}: xdprobe {ours:?}, expected {want:?}"));
+            self.failures
+                .push(format!("{what}: xdprobe {ours:?}, expected {want:?}"));
         }
     }
 
@@ -104,7 +115,8 @@ impl Report {
             _ => false,
         };
         if !ok {
-            self.failures.push(format!("{what}: xdprobe {ours:?} µs, tshark {want:?} µs"));
+            self.failures
+                .push(format!("{what}: xdprobe {ours:?} µs, tshark {want:?} µs"));
         }
     }
 }
@@ -130,7 +142,9 @@ fn check(
         let flow = o["flow"].as_str().unwrap_or("?").to_string();
         let client = endpoint(&o["src_ip"], &o["src_port"]);
         let server = endpoint(&o["dst_ip"], &o["dst_port"]);
-        let dns_flow = proto == 17 && o.get("dns").is_some() && (u(&o["src_port"]) == 53 || u(&o["dst_port"]) == 53);
+        let dns_flow = proto == 17
+            && o.get("dns").is_some()
+            && (u(&o["src_port"]) == 53 || u(&o["dst_port"]) == 53);
         if proto == 17 && !dns_flow {
             continue;
         }
@@ -150,7 +164,8 @@ fn check(
                 check_dns(&tag, &e, recs, intervals, rep);
             }
         }
-        rep.hits.extend(hits.into_iter().map(|h| (name.to_string(), h)));
+        rep.hits
+            .extend(hits.into_iter().map(|h| (name.to_string(), h)));
     }
 }
 
@@ -160,14 +175,22 @@ fn check(
 /// none from the interval where alternation broke on (values exported
 /// before the break stay exported).
 fn check_dns(tag: &str, e: &rules::DnsExpect, recs: &[Value], intervals: bool, rep: &mut Report) {
-    let recs: Vec<&Value> = recs.iter().filter(|r| r["vlan"].as_u64().map(|v| v as u16) == e.vlan).collect();
+    let recs: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["vlan"].as_u64().map(|v| v as u16) == e.vlan)
+        .collect();
     let Some(&first0) = recs.first() else {
-        rep.failures.push(format!("{tag}: no xdprobe record in VLAN {:?}", e.vlan));
+        rep.failures
+            .push(format!("{tag}: no xdprobe record in VLAN {:?}", e.vlan));
         return;
     };
     let tag = format!("{tag} vlan {:?}", e.vlan);
     if !intervals {
-        let first = recs.iter().find(|r| u(&r["srt_count"]) > 0).copied().unwrap_or(first0);
+        let first = recs
+            .iter()
+            .find(|r| u(&r["srt_count"]) > 0)
+            .copied()
+            .unwrap_or(first0);
         rep.expect_eq(&format!("{tag} dns srt_us"), u(&first["srt_us"]), e.srt_us);
         let total: u64 = recs.iter().map(|r| u(&r["srt_count"])).sum();
         rep.expect_eq(&format!("{tag} dns srt_count"), total, e.count);
@@ -180,10 +203,18 @@ fn check_dns(tag: &str, e: &rules::DnsExpect, recs: &[Value], intervals: bool, r
         let inside: Vec<u64> = if dead {
             Vec::new()
         } else {
-            e.pairs.iter().filter(|(t, _)| (start..=end).contains(&rules::us(*t))).map(|&(_, d)| rules::us(d)).collect()
+            e.pairs
+                .iter()
+                .filter(|(t, _)| (start..=end).contains(&rules::us(*t)))
+                .map(|&(_, d)| rules::us(d))
+                .collect()
         };
         let what = format!("{tag} record {} [srt_count, srt_us]", r["record_seq"]);
-        rep.expect_eq(&what, [u(&r["srt_count"]), u(&r["srt_us"])], [inside.len() as u64, inside.first().copied().unwrap_or(0)]);
+        rep.expect_eq(
+            &what,
+            [u(&r["srt_count"]), u(&r["srt_us"])],
+            [inside.len() as u64, inside.first().copied().unwrap_or(0)],
+        );
     }
 }
 
@@ -205,17 +236,30 @@ fn check_tcp(
         let rd = if same == (i == 0) { "c2s" } else { "s2c" };
         let sum = |f: &str| recs.iter().map(|r| u(&r[rd][f])).sum::<u64>();
         let t = |f: &str| u(&o[od][f]);
-        let s2o = adj.spur_to_ooo[i];
+        let (s2o, f2o, f2r) = (adj.spur_to_ooo[i], adj.fast_to_ooo[i], adj.fast_to_other[i]);
+        let [o2f, sp2f, r2f] = adj.to_fast[i];
         let want = [
-            t("retrans_any") - s2o,
-            t("retrans_fast"),
-            t("retrans_spur") - s2o,
-            t("out_of_order") + s2o,
+            t("retrans_any") - s2o - f2o + o2f,
+            t("retrans_fast") - f2o - f2r + o2f + sp2f + r2f,
+            t("retrans_spur") - s2o - sp2f,
+            t("out_of_order") + s2o + f2o - o2f,
             t("keep_alive"),
             t("dup_ack") + adj.ka_ack_dup[i],
         ];
-        let got = ["retrans", "retrans_fast", "retrans_spurious", "ooo", "keepalive", "dup_ack"].map(sum);
-        rep.expect_eq(&format!("{tag} {od} [retrans, fast, spurious, ooo, keepalive, dup_ack]"), got, want);
+        let got = [
+            "retrans",
+            "retrans_fast",
+            "retrans_spurious",
+            "ooo",
+            "keepalive",
+            "dup_ack",
+        ]
+        .map(sum);
+        rep.expect_eq(
+            &format!("{tag} {od} [retrans, fast, spurious, ooo, keepalive, dup_ack]"),
+            got,
+            want,
+        );
     }
 
     let irtt = match adj.rtt_override {
@@ -226,16 +270,34 @@ fn check_tcp(
     for r in recs {
         // Every record from the one holding the handshake ACK on repeats
         // the RTT; an interval exported before it has none yet.
-        let done = adj.hs_end_ns.is_none_or(|t| rules::us(t) <= u(&r["end_us"]));
+        let done = adj
+            .hs_end_ns
+            .is_none_or(|t| rules::us(t) <= u(&r["end_us"]));
         let want = if done { irtt } else { None };
-        rep.expect_us(&format!("{tag} rtt_us (record {})", r["record_seq"]), opt(&r["rtt_us"]), want);
+        rep.expect_us(
+            &format!("{tag} rtt_us (record {})", r["record_seq"]),
+            opt(&r["rtt_us"]),
+            want,
+        );
     }
     // Handshake values and the TLS decision as of the flow's last record.
     let last = &recs[recs.len() - 1];
     let hs = &o["handshake"];
-    if u(&hs["synack_count"]) == 1 && u(&hs["syn_count"]) >= 1 && !adj.rtt_from_rst && adj.rtt_override.is_none() {
-        rep.expect_us(&format!("{tag} server_net_us"), opt(&last["server_net_us"]), opt(&hs["server_nt_us"]));
-        rep.expect_us(&format!("{tag} client_net_us"), opt(&last["client_net_us"]), opt(&hs["client_nt_us"]));
+    if u(&hs["synack_count"]) == 1
+        && u(&hs["syn_count"]) >= 1
+        && !adj.rtt_from_rst
+        && adj.rtt_override.is_none()
+    {
+        rep.expect_us(
+            &format!("{tag} server_net_us"),
+            opt(&last["server_net_us"]),
+            opt(&hs["server_nt_us"]),
+        );
+        rep.expect_us(
+            &format!("{tag} client_net_us"),
+            opt(&last["client_net_us"]),
+            opt(&hs["client_nt_us"]),
+        );
     }
 
     let c2s_payload = u(&o["c2s"]["l4_payload"]);
@@ -249,7 +311,10 @@ fn check_tcp(
         let want = opt(&o["srt"]["first_us"]).map_or(0.0, |first| {
             (first - opt(&hs["server_nt_us"]).unwrap_or(0.0)).max(0.0)
         });
-        let got = recs.iter().find(|r| u(&r["srt_count"]) > 0).unwrap_or(first);
+        let got = recs
+            .iter()
+            .find(|r| u(&r["srt_count"]) > 0)
+            .unwrap_or(first);
         rep.expect_us(&format!("{tag} srt_us"), opt(&got["srt_us"]), Some(want));
     }
 }
@@ -259,7 +324,14 @@ fn run_capture(name: &str, file: &Path, oracle: &[Value], rep: &mut Report) {
     check(name, oracle, &pkts, xdprobe_json(file, WHOLE), false, rep);
     // The interval run must name the same exceptions: keep one copy.
     let mut again = Report::default();
-    check(name, oracle, &pkts, xdprobe_json(file, INTERVALS), true, &mut again);
+    check(
+        name,
+        oracle,
+        &pkts,
+        xdprobe_json(file, INTERVALS),
+        true,
+        &mut again,
+    );
     rep.failures.append(&mut again.failures);
 }
 
@@ -267,13 +339,23 @@ fn finish(rep: &Report) {
     for (cap, h) in &rep.hits {
         eprintln!("exception: {cap} {} frame {} {:?}", h.flow, h.frame, h.rule);
     }
-    eprintln!("compared {} TCP and {} DNS flows", rep.tcp_flows, rep.dns_flows);
-    assert!(rep.failures.is_empty(), "{} mismatches:\n{}", rep.failures.len(), rep.failures.join("\n"));
+    eprintln!(
+        "compared {} TCP and {} DNS flows",
+        rep.tcp_flows, rep.dns_flows
+    );
+    assert!(
+        rep.failures.is_empty(),
+        "{} mismatches:\n{}",
+        rep.failures.len(),
+        rep.failures.join("\n")
+    );
 }
 
 #[test]
 fn npm_matches_tshark_on_corpus() {
-    let Some(shared) = shared_or_skip() else { return };
+    let Some(shared) = shared_or_skip() else {
+        return;
+    };
     if !require(have("tshark"), "tshark is not installed") {
         return;
     }
@@ -283,28 +365,67 @@ fn npm_matches_tshark_on_corpus() {
         let oracle = corpus_oracle(&file).unwrap_or_else(|| oracle(&shared, &file, false));
         run_capture(&name, &file, &oracle, &mut rep);
     }
-    let found: BTreeSet<(String, String, u64, Rule)> =
-        rep.hits.iter().map(|(c, h)| (c.clone(), h.flow.clone(), h.frame, h.rule)).collect();
-    let listed: BTreeSet<(String, String, u64, Rule)> =
-        CORPUS_EXCEPTIONS.iter().map(|&(c, f, n, r)| (c.into(), f.into(), n, r)).collect();
-    assert_eq!(found, listed, "corpus exceptions found vs listed in CORPUS_EXCEPTIONS");
-    assert!(rep.tcp_flows >= 10 && rep.dns_flows >= 10, "too few flows compared");
+    let found: BTreeSet<(String, String, u64, Rule)> = rep
+        .hits
+        .iter()
+        .map(|(c, h)| (c.clone(), h.flow.clone(), h.frame, h.rule))
+        .collect();
+    let listed: BTreeSet<(String, String, u64, Rule)> = CORPUS_EXCEPTIONS
+        .iter()
+        .map(|&(c, f, n, r)| (c.into(), f.into(), n, r))
+        .collect();
+    assert_eq!(
+        found, listed,
+        "corpus exceptions found vs listed in CORPUS_EXCEPTIONS"
+    );
+    assert!(
+        rep.tcp_flows >= 10 && rep.dns_flows >= 10,
+        "too few flows compared"
+    );
     finish(&rep);
 }
 
-/// Removes the capture directory even when an assert fails.
+/// Removes the capture directory even when an assert fails, unless
+/// `XDPROBE_NPM_KEEP` is set (to re-check or inspect a failing run).
 struct TempDir(PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if std::env::var_os("XDPROBE_NPM_KEEP").is_some() {
+            eprintln!("captures kept in {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
+}
+
+/// Re-checks captures named in `XDPROBE_NPM_CAPTURES` (colon-separated),
+/// e.g. kept ones; does nothing when unset.
+#[test]
+fn npm_matches_tshark_on_listed_captures() {
+    let Some(list) = std::env::var_os("XDPROBE_NPM_CAPTURES") else {
+        return;
+    };
+    let Some(shared) = shared_or_skip() else {
+        return;
+    };
+    let mut rep = Report::default();
+    for file in std::env::split_paths(&list) {
+        let oracle = oracle(&shared, &file, true);
+        run_capture(&file.display().to_string(), &file, &oracle, &mut rep);
+    }
+    finish(&rep);
 }
 
 #[test]
 fn npm_matches_tshark_on_fresh_impaired_captures() {
-    let Some(shared) = shared_or_skip() else { return };
-    if !require(is_root(), "not root: make_capture.sh needs network namespaces") {
+    let Some(shared) = shared_or_skip() else {
+        return;
+    };
+    if !require(
+        is_root(),
+        "not root: make_capture.sh needs network namespaces",
+    ) {
         return;
     }
     for tool in ["tshark", "tcpdump", "iperf3", "curl", "openssl", "ethtool"] {
@@ -312,7 +433,8 @@ fn npm_matches_tshark_on_fresh_impaired_captures() {
             return;
         }
     }
-    let dir = TempDir(std::env::temp_dir().join(format!("xdprobe-npm-oracle-{}", std::process::id())));
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("xdprobe-npm-oracle-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).expect("temp dir");
     // Seed 2: one fixed-socket DNS query is deliberately unanswered, so the
     // fixed DNS flow stops alternating in every run.
@@ -330,7 +452,11 @@ fn npm_matches_tshark_on_fresh_impaired_captures() {
             .arg(&out)
             .output()
             .expect("run make_capture.sh");
-        assert!(st.status.success(), "make_capture.sh {args:?}: {}", String::from_utf8_lossy(&st.stderr));
+        assert!(
+            st.status.success(),
+            "make_capture.sh {args:?}: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
         let pcap = out.with_extension("pcap");
         let oracle = oracle(&shared, &pcap, true);
         run_capture(&format!("fresh {name}"), &pcap, &oracle, &mut rep);
@@ -348,8 +474,15 @@ fn npm_matches_tshark_on_fresh_impaired_captures() {
         Rule::KeepAliveAckIsDupAck,
         Rule::DnsNotAlternating,
     ] {
-        assert!(fired.contains(&rule), "exception rule {rule:?} never fired: stale or not provoked");
+        assert!(
+            fired.contains(&rule),
+            "exception rule {rule:?} never fired: stale or not provoked"
+        );
     }
-    assert!(rep.tcp_flows >= 20, "too few TCP flows compared: {}", rep.tcp_flows);
+    assert!(
+        rep.tcp_flows >= 20,
+        "too few TCP flows compared: {}",
+        rep.tcp_flows
+    );
     finish(&rep);
 }

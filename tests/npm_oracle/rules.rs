@@ -9,6 +9,8 @@ use super::tshark::{F_ACK, F_FIN, F_RST, F_SYN, Pkt};
 
 /// Out-of-order threshold without a handshake RTT (spec §3).
 const DEFAULT_THRESHOLD_NS: u64 = 3_000_000;
+/// Spec §3 fast-retransmission window.
+const FAST_WINDOW_NS: u64 = 20_000_000;
 /// Wireshark's DNS `retransmission_timer` default (packet-dns.c): a repeated
 /// query at least this long after an unanswered one is a new transaction.
 const WS_DNS_RETRANS_NS: u64 = 5_000_000_000;
@@ -19,6 +21,20 @@ pub enum Rule {
     /// out of order (rule 2) before spurious (rule 3). A packet tshark
     /// flags spurious that meets rule 2 is out of order for us.
     SpuriousBeforeOoo,
+    /// Wireshark's 20 ms fast-retransmission window runs from the reverse
+    /// direction's last packet of any kind (`lastacktime`), the spec's from
+    /// its last duplicate ACK. A packet tshark flags fast more than 20 ms
+    /// after that duplicate ACK (a RST or window update with the same ACK
+    /// came in between) is out of order (rule 2) or an ordinary
+    /// retransmission for us.
+    FastWindowFromLastPacket,
+    /// Wireshark ends a run of duplicate ACKs at any reverse packet whose
+    /// ACK *field* differs, even a RST without the ACK flag (field 0); the
+    /// spec's run is made of duplicate ACKs and only ACK-flagged packets
+    /// carry an ACK number. A segment that meets spec rule 1 after such a
+    /// packet is a fast retransmission for us (tshark: out of order,
+    /// spurious or ordinary).
+    NoAckPacketEndsDupRun,
     /// Wireshark stores `initial_rtt` at the first ACK-flagged non-SYN
     /// packet after a SYN even when it is a RST (refused connection); the
     /// spec has no handshake there, so RTT is absent.
@@ -64,6 +80,10 @@ fn before(a: u32, b: u32) -> bool {
 #[derive(Debug, Default)]
 pub struct TcpAdjust {
     pub spur_to_ooo: [u64; 2],
+    pub fast_to_ooo: [u64; 2],
+    pub fast_to_other: [u64; 2],
+    /// Moved to fast, by tshark's class: [out of order, spurious, ordinary].
+    pub to_fast: [[u64; 3]; 2],
     pub ka_ack_dup: [u64; 2],
     pub rtt_from_rst: bool,
     /// When Wireshark's handshake ended (its `initial_rtt` packet), ns.
@@ -83,6 +103,13 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
         .unwrap_or(DEFAULT_THRESHOLD_NS);
     // Spec §3 expected SEQ (highest SEQ + SEG.LEN) and its time, per direction.
     let mut next: [Option<(u32, u64)>; 2] = [None, None];
+    // Time of each direction's last duplicate ACK (tshark's flag).
+    let mut last_dup: [Option<u64>; 2] = [None, None];
+    // The spec's duplicate-ACK run per direction (from tshark's dup flags):
+    // (ACK number, length), and whether a packet without the ACK flag came
+    // after its last duplicate ACK.
+    let mut run: [(u32, u32); 2] = [(0, 0); 2];
+    let mut no_ack_after_dup = [false; 2];
     let mut syn_seen = false;
     let mut hs_closed = false;
     // (frame, ts) of the last SYN; ts of the last SYN+ACK and of the last
@@ -92,20 +119,78 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
     for p in pkts {
         let d = usize::from(p.src != client);
         let seg_len = p.len + u32::from(p.flags & F_SYN != 0) + u32::from(p.flags & F_FIN != 0);
-        if p.spurious && p.len > 0 {
-            if let Some((n, t)) = next[d] {
-                if before(p.seq, n)
-                    && p.ts_ns.saturating_sub(t) <= threshold
-                    && p.seq.wrapping_add(seg_len) != n
-                {
-                    adj.spur_to_ooo[d] += 1;
-                    hits.push(Hit { flow: flow.into(), frame: p.frame, rule: Rule::SpuriousBeforeOoo });
-                }
+        // Spec rule 2 (out of order) on this packet.
+        let rule2 = next[d].is_some_and(|(n, t)| {
+            before(p.seq, n)
+                && p.ts_ns.saturating_sub(t) <= threshold
+                && p.seq.wrapping_add(seg_len) != n
+        });
+        if p.spurious && p.len > 0 && rule2 {
+            adj.spur_to_ooo[d] += 1;
+            hits.push(Hit {
+                flow: flow.into(),
+                frame: p.frame,
+                rule: Rule::SpuriousBeforeOoo,
+            });
+        }
+        if p.fast && last_dup[1 - d].is_none_or(|t| p.ts_ns.saturating_sub(t) > FAST_WINDOW_NS) {
+            if rule2 {
+                adj.fast_to_ooo[d] += 1;
+            } else {
+                adj.fast_to_other[d] += 1;
             }
+            hits.push(Hit {
+                flow: flow.into(),
+                frame: p.frame,
+                rule: Rule::FastWindowFromLastPacket,
+            });
+        }
+        let r = 1 - d;
+        let spec_fast = next[d].is_some_and(|(n, _)| before(p.seq, n))
+            && run[r].1 >= 2
+            && run[r].0 == p.seq
+            && last_dup[r].is_some_and(|t| p.ts_ns.saturating_sub(t) <= FAST_WINDOW_NS);
+        if spec_fast
+            && !p.fast
+            && no_ack_after_dup[r]
+            && (p.len > 0 || p.flags & (F_SYN | F_FIN) != 0)
+        {
+            let class = if p.ooo {
+                0
+            } else if p.spurious {
+                1
+            } else {
+                2
+            };
+            adj.to_fast[d][class] += 1;
+            hits.push(Hit {
+                flow: flow.into(),
+                frame: p.frame,
+                rule: Rule::NoAckPacketEndsDupRun,
+            });
+        }
+        if p.dup_ack {
+            last_dup[d] = Some(p.ts_ns);
+            run[d] = if run[d].0 == p.ack {
+                (p.ack, run[d].1 + 1)
+            } else {
+                (p.ack, 1)
+            };
+            no_ack_after_dup[d] = false;
+        } else if p.flags & F_ACK != 0 {
+            if run[d].0 != p.ack {
+                run[d] = (p.ack, 0);
+            }
+        } else {
+            no_ack_after_dup[d] = true;
         }
         if p.keep_alive_ack {
             adj.ka_ack_dup[d] += 1;
-            hits.push(Hit { flow: flow.into(), frame: p.frame, rule: Rule::KeepAliveAckIsDupAck });
+            hits.push(Hit {
+                flow: flow.into(),
+                frame: p.frame,
+                rule: Rule::KeepAliveAckIsDupAck,
+            });
         }
         let end = p.seq.wrapping_add(seg_len);
         if next[d].is_none_or(|(n, _)| before(n, end)) {
@@ -122,15 +207,23 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
         } else if syn_seen && !hs_closed && p.flags & (F_SYN | F_ACK) == F_ACK {
             hs_closed = true;
             adj.hs_end_ns = Some(p.ts_ns);
-            if let (Some((frame, syn_ts)), Some((sa_ts, paired))) = (last_syn, last_synack) {
-                if syn_ts > sa_ts {
-                    hits.push(Hit { flow: flow.into(), frame, rule: Rule::SynRetryAfterSynAck });
-                    adj.rtt_override = Some(paired.map(|t| p.ts_ns - t));
-                }
+            if let (Some((frame, syn_ts)), Some((sa_ts, paired))) = (last_syn, last_synack)
+                && syn_ts > sa_ts
+            {
+                hits.push(Hit {
+                    flow: flow.into(),
+                    frame,
+                    rule: Rule::SynRetryAfterSynAck,
+                });
+                adj.rtt_override = Some(paired.map(|t| p.ts_ns - t));
             }
             if p.flags & F_RST != 0 {
                 adj.rtt_from_rst = true;
-                hits.push(Hit { flow: flow.into(), frame: p.frame, rule: Rule::RttFromRst });
+                hits.push(Hit {
+                    flow: flow.into(),
+                    frame: p.frame,
+                    rule: Rule::RttFromRst,
+                });
             }
         }
     }
@@ -156,8 +249,14 @@ fn dns_spec(pkts: &[&Pkt], client: &str) -> DnsSpec {
     #[derive(Clone, Copy)]
     enum St {
         Idle,
-        Pending { id: u16, since: u64, retry5: Option<u64> },
-        Answered { id: u16 },
+        Pending {
+            id: u16,
+            since: u64,
+            retry5: Option<u64>,
+        },
+        Answered {
+            id: u16,
+        },
     }
     let mut st = St::Idle;
     let mut out = DnsSpec::default();
@@ -171,18 +270,25 @@ fn dns_spec(pkts: &[&Pkt], client: &str) -> DnsSpec {
         let (seen_frame, seen_ts) = p.first_fragment.unwrap_or((p.frame, p.ts_ns));
         let from_client = p.src == client;
         st = match (from_client, dns.response, st) {
-            (true, false, St::Idle | St::Answered { .. }) => {
-                St::Pending { id: dns.id, since: seen_ts, retry5: None }
-            }
+            (true, false, St::Idle | St::Answered { .. }) => St::Pending {
+                id: dns.id,
+                since: seen_ts,
+                retry5: None,
+            },
             (true, false, St::Pending { id, since, retry5 }) if id == dns.id => {
                 let late = seen_ts.saturating_sub(since) >= WS_DNS_RETRANS_NS;
-                St::Pending { id, since, retry5: retry5.or(late.then_some(p.frame)) }
+                St::Pending {
+                    id,
+                    since,
+                    retry5: retry5.or(late.then_some(p.frame)),
+                }
             }
             (false, true, St::Pending { id, since, retry5 }) if id == dns.id => {
                 out.count += 1;
                 out.pairs.push((seen_ts, seen_ts.saturating_sub(since)));
                 let frag = (seen_frame != p.frame).then_some(seen_frame);
-                out.first.get_or_insert((seen_ts.saturating_sub(since), retry5, frag));
+                out.first
+                    .get_or_insert((seen_ts.saturating_sub(since), retry5, frag));
                 St::Answered { id }
             }
             (false, true, St::Answered { id }) if id == dns.id => st,
@@ -217,7 +323,13 @@ pub struct DnsExpect {
 
 impl DnsExpect {
     fn from_spec(vlan: Option<u16>, s: DnsSpec, srt_us: u64, count: u64) -> Self {
-        DnsExpect { vlan, srt_us, count, pairs: s.pairs, broken_ts: s.broken_ts }
+        DnsExpect {
+            vlan,
+            srt_us,
+            count,
+            pairs: s.pairs,
+            broken_ts: s.broken_ts,
+        }
     }
 }
 
@@ -232,8 +344,15 @@ pub fn dns_expect(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit>) -
     if vlans.len() > 1 {
         // tshark's conversation spans VLANs, xdprobe keys flows by VLAN:
         // each VLAN's flow gets the spec's values from tshark's packet times.
-        let second = pkts.iter().find(|p| p.vlan != vlans[0]).map_or(0, |p| p.frame);
-        hits.push(Hit { flow: flow.into(), frame: second, rule: Rule::VlanKeyedFlows });
+        let second = pkts
+            .iter()
+            .find(|p| p.vlan != vlans[0])
+            .map_or(0, |p| p.frame);
+        hits.push(Hit {
+            flow: flow.into(),
+            frame: second,
+            rule: Rule::VlanKeyedFlows,
+        });
         return vlans
             .into_iter()
             .map(|v| {
@@ -253,22 +372,37 @@ pub fn dns_expect(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit>) -
     if let Some(frame) = s.broken {
         // Only an exception where tshark does time a response.
         if !s.ws_times.is_empty() {
-            hits.push(Hit { flow: flow.into(), frame, rule: Rule::DnsNotAlternating });
+            hits.push(Hit {
+                flow: flow.into(),
+                frame,
+                rule: Rule::DnsNotAlternating,
+            });
         }
         return vec![DnsExpect::from_spec(vlan, s, 0, 0)];
     }
-    if let Some((delta, retry5, frag)) = s.first {
-        if retry5.is_some() || frag.is_some() {
-            if let Some(frame) = retry5 {
-                hits.push(Hit { flow: flow.into(), frame, rule: Rule::DnsRetryAfter5s });
-            }
-            if let Some(frame) = frag {
-                hits.push(Hit { flow: flow.into(), frame, rule: Rule::DnsFragmentedResponse });
-            }
-            let count = s.count;
-            return vec![DnsExpect::from_spec(vlan, s, us(delta), count)];
+    if let Some((delta, retry5, frag)) = s.first
+        && (retry5.is_some() || frag.is_some())
+    {
+        if let Some(frame) = retry5 {
+            hits.push(Hit {
+                flow: flow.into(),
+                frame,
+                rule: Rule::DnsRetryAfter5s,
+            });
         }
+        if let Some(frame) = frag {
+            hits.push(Hit {
+                flow: flow.into(),
+                frame,
+                rule: Rule::DnsFragmentedResponse,
+            });
+        }
+        let count = s.count;
+        return vec![DnsExpect::from_spec(vlan, s, us(delta), count)];
     }
-    let (srt, count) = (s.ws_times.first().map_or(0, |&t| us(t)), s.ws_times.len() as u64);
+    let (srt, count) = (
+        s.ws_times.first().map_or(0, |&t| us(t)),
+        s.ws_times.len() as u64,
+    );
     vec![DnsExpect::from_spec(vlan, s, srt, count)]
 }

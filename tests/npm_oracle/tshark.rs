@@ -17,9 +17,13 @@ const FIELDS: &[&str] = &[
     "tcp.srcport",
     "udp.srcport",
     "tcp.seq_raw",
+    "tcp.ack_raw",
     "tcp.len",
     "tcp.flags",
     "tcp.analysis.spurious_retransmission",
+    "tcp.analysis.fast_retransmission",
+    "tcp.analysis.out_of_order",
+    "tcp.analysis.duplicate_ack",
     "tcp.analysis.keep_alive_ack",
     "tcp.analysis.initial_rtt",
     "dns.id",
@@ -42,9 +46,13 @@ pub struct Pkt {
     /// Source endpoint as `addr:port`.
     pub src: String,
     pub seq: u32,
+    pub ack: u32,
     pub len: u32,
     pub flags: u16,
     pub spurious: bool,
+    pub fast: bool,
+    pub ooo: bool,
+    pub dup_ack: bool,
     pub keep_alive_ack: bool,
     pub initial_rtt_ns: Option<u64>,
     pub dns: Option<Dns>,
@@ -72,21 +80,36 @@ pub fn ts_ns(s: &str) -> u64 {
 /// Packets per flow name (`tcp:N` / `udp:N`), in frame order.
 pub fn packets(file: &Path) -> BTreeMap<String, Vec<Pkt>> {
     let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(file).args(["-n", "-T", "fields", "-E", "separator=/t", "-E", "occurrence=f"]);
+    cmd.arg("-r").arg(file).args([
+        "-n",
+        "-T",
+        "fields",
+        "-E",
+        "separator=/t",
+        "-E",
+        "occurrence=f",
+    ]);
     // Same analysis as with reassembly (oracle.py --fast says so), faster.
     cmd.args(["-o", "tcp.desegment_tcp_streams:FALSE"]);
     for f in FIELDS {
         cmd.args(["-e", f]);
     }
     let out = cmd.output().expect("run tshark");
-    assert!(out.status.success(), "tshark failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut m: BTreeMap<String, Vec<Pkt>> = BTreeMap::new();
     let mut frame_ts: BTreeMap<u64, u64> = BTreeMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let c: Vec<&str> = line.split('\t').collect();
         // A column by field name.
         let g = |name: &str| {
-            let i = FIELDS.iter().position(|f| *f == name).expect("field in FIELDS");
+            let i = FIELDS
+                .iter()
+                .position(|f| *f == name)
+                .expect("field in FIELDS");
             c.get(i).copied().unwrap_or("")
         };
         let num = |name: &str| g(name).parse::<u64>().unwrap_or(0);
@@ -102,8 +125,16 @@ pub fn packets(file: &Path) -> BTreeMap<String, Vec<Pkt>> {
         } else {
             continue;
         };
-        let addr = if g("ip.src").is_empty() { g("ipv6.src") } else { g("ip.src") };
-        let port = if g("tcp.srcport").is_empty() { g("udp.srcport") } else { g("tcp.srcport") };
+        let addr = if g("ip.src").is_empty() {
+            g("ipv6.src")
+        } else {
+            g("ip.src")
+        };
+        let port = if g("tcp.srcport").is_empty() {
+            g("udp.srcport")
+        } else {
+            g("tcp.srcport")
+        };
         let dns = (!g("dns.id").is_empty() && !g("dns.flags.response").is_empty()).then(|| Dns {
             id: u16::from_str_radix(g("dns.id").trim_start_matches("0x"), 16).unwrap_or(0),
             response: matches!(g("dns.flags.response"), "1" | "True"),
@@ -114,11 +145,16 @@ pub fn packets(file: &Path) -> BTreeMap<String, Vec<Pkt>> {
             ts_ns: ts_ns(g("frame.time_epoch")),
             src: format!("{addr}:{port}"),
             seq: num("tcp.seq_raw") as u32,
+            ack: num("tcp.ack_raw") as u32,
             len: num("tcp.len") as u32,
             flags: u16::from_str_radix(g("tcp.flags").trim_start_matches("0x"), 16).unwrap_or(0),
             spurious: !g("tcp.analysis.spurious_retransmission").is_empty(),
+            fast: !g("tcp.analysis.fast_retransmission").is_empty(),
+            ooo: !g("tcp.analysis.out_of_order").is_empty(),
+            dup_ack: !g("tcp.analysis.duplicate_ack").is_empty(),
             keep_alive_ack: !g("tcp.analysis.keep_alive_ack").is_empty(),
-            initial_rtt_ns: (!g("tcp.analysis.initial_rtt").is_empty()).then(|| ts_ns(g("tcp.analysis.initial_rtt"))),
+            initial_rtt_ns: (!g("tcp.analysis.initial_rtt").is_empty())
+                .then(|| ts_ns(g("tcp.analysis.initial_rtt"))),
             dns,
             vlan: g("vlan.id").parse().ok(),
             first_fragment,

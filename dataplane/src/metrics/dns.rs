@@ -54,7 +54,8 @@ impl DnsTracker {
         if payload.len() < DNS_HEADER_LEN {
             return;
         }
-        let (Some(&hi), Some(&lo), Some(&flags)) = (payload.first(), payload.get(1), payload.get(2))
+        let (Some(&hi), Some(&lo), Some(&flags)) =
+            (payload.first(), payload.get(1), payload.get(2))
         else {
             return;
         };
@@ -63,7 +64,9 @@ impl DnsTracker {
         let ts = ts.as_nanos();
         self.txn = match (dir, is_response, self.txn) {
             (_, _, Txn::Broken) => Txn::Broken,
-            (Dir::C2S, false, Txn::Idle | Txn::Answered { .. }) => Txn::Pending { id, since_ns: ts },
+            (Dir::C2S, false, Txn::Idle | Txn::Answered { .. }) => {
+                Txn::Pending { id, since_ns: ts }
+            }
             (Dir::C2S, false, p @ Txn::Pending { id: pid, .. }) if pid == id => p,
             (Dir::S2C, true, Txn::Pending { id: pid, since_ns }) if pid == id => {
                 self.srt.add(ts.saturating_sub(since_ns));
@@ -149,7 +152,10 @@ mod tests {
         d.on_datagram(Dir::S2C, &msg(7, true), us(10_100));
         let n = npm(&d);
         assert_eq!(n.srt_count, 2);
-        assert_eq!((n.srt_us, n.srt_min_us, n.srt_max_us), (Some(2500), Some(100), Some(2500)));
+        assert_eq!(
+            (n.srt_us, n.srt_min_us, n.srt_max_us),
+            (Some(2500), Some(100), Some(2500))
+        );
         assert_eq!(n.srt_mean_us, Some(1300));
     }
 

@@ -107,9 +107,17 @@ mod tests {
         t.request(100);
         t.request(200); // the request spans two packets: the last counts
         assert_eq!(t.response(1200), Some(1000));
-        assert_eq!(t.response(1300), None, "second response packet of the same turn");
+        assert_eq!(
+            t.response(1300),
+            None,
+            "second response packet of the same turn"
+        );
         t.request(2000);
-        assert_eq!(t.response(1500), Some(0), "clock went backwards: 0, not a panic");
+        assert_eq!(
+            t.response(1500),
+            Some(0),
+            "clock went backwards: 0, not a panic"
+        );
     }
 
     #[test]
@@ -117,7 +125,10 @@ mod tests {
         let mut s = SrtStats::default();
         let mut npm = Npm::default();
         s.fill(&mut npm);
-        assert_eq!((npm.srt_us, npm.srt_count, npm.srt_mean_us), (Some(0), 0, None));
+        assert_eq!(
+            (npm.srt_us, npm.srt_count, npm.srt_mean_us),
+            (Some(0), 0, None)
+        );
         s.add(3_000_400); // 3000.4 µs -> 3000
         s.add(1_000_500); // 1000.5 µs -> 1001
         s.add(2_000_000);
@@ -130,6 +141,9 @@ mod tests {
         assert_eq!(npm.srt_mean_us, Some(2000));
         s.reset();
         s.fill(&mut npm);
-        assert_eq!((npm.srt_us, npm.srt_count, npm.srt_min_us), (Some(0), 0, None));
+        assert_eq!(
+            (npm.srt_us, npm.srt_count, npm.srt_min_us),
+            (Some(0), 0, None)
+        );
     }
 }

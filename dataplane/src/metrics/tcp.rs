@@ -16,8 +16,11 @@ use crate::flow::record::{Dir, DirStats, FlowRecord};
 use crate::parse::{TcpFlags, TcpMeta};
 use crate::time::{Timestamp, ns_to_us};
 
-/// Upper bound on `size_of::<TcpTracker>()`, enforced below.
-pub const TCP_TRACKER_MAX_BYTES: usize = 240;
+/// Upper bound on `size_of::<TcpTracker>()`, enforced below: 224 bytes on
+/// 64-bit targets (handshake 40, sequence state 2 × 32, counters 2 × 24,
+/// TLS record state 2 × 12, request/response turn 16, SRT statistics 24,
+/// TLS decision 1, padded to 8).
+pub const TCP_TRACKER_MAX_BYTES: usize = 224;
 const _: () = assert!(size_of::<TcpTracker>() <= TCP_TRACKER_MAX_BYTES);
 
 /// Per-interval counters of one direction (24 bytes).
@@ -36,7 +39,10 @@ impl Counts {
         d.retrans_fast = self.fast;
         d.retrans_spurious = self.spurious;
         d.retrans_other = self.other;
-        d.retrans = self.fast.saturating_add(self.spurious).saturating_add(self.other);
+        d.retrans = self
+            .fast
+            .saturating_add(self.spurious)
+            .saturating_add(self.other);
         d.ooo = self.ooo;
         d.keepalive = self.keepalive;
         d.dup_ack = self.dup_ack;

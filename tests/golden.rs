@@ -40,11 +40,16 @@ fn add(m: &mut Dirs, key: (String, String, u64), pk: u64, by: u64, first: u64, l
 /// xdprobe records the final upper-layer protocol (58), as IPFIX's
 /// protocolIdentifier wants.
 fn proto_key(proto: u64, from: &str, to: &str) -> u64 {
-    if from.ends_with(":0") && to.ends_with(":0") { 0 } else { proto }
+    if from.ends_with(":0") && to.ends_with(":0") {
+        0
+    } else {
+        proto
+    }
 }
 
 fn strip_port(ep: &str) -> String {
-    ep.rsplit_once(':').map_or(ep.to_string(), |(a, _)| a.to_string())
+    ep.rsplit_once(':')
+        .map_or(ep.to_string(), |(a, _)| a.to_string())
 }
 
 /// Aggregates xdprobe records. Per-direction first/last times are not in the
@@ -60,7 +65,10 @@ fn ours(recs: &[Value], by_pair: bool) -> Dirs {
             s = strip_port(&s);
             proto = 0;
         }
-        let (st, en) = (r["start_us"].as_u64().unwrap(), r["end_us"].as_u64().unwrap());
+        let (st, en) = (
+            r["start_us"].as_u64().unwrap(),
+            r["end_us"].as_u64().unwrap(),
+        );
         for (from, to, d) in [(&c, &s, "c2s"), (&s, &c, "s2c")] {
             add(
                 &mut m,
@@ -149,7 +157,11 @@ fn icmp_errors(file: &Path) -> Vec<IcmpError> {
         .args(["-e", "udp.srcport", "-e", "udp.dstport", "-e", "tcp.srcport", "-e", "tcp.dstport"])
         .output()
         .expect("run tshark");
-    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut v = vec![];
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let f: Vec<Vec<&str>> = line.split('\t').map(|c| c.split('|').collect()).collect();
@@ -160,7 +172,13 @@ fn icmp_errors(file: &Path) -> Vec<IcmpError> {
         } else {
             get(4, 0).parse().unwrap_or(0)
         };
-        let (sp, dp, proto) = if !get(6, 0).is_empty() { (6, 7, 17) } else if !get(8, 0).is_empty() { (8, 9, 6) } else { continue };
+        let (sp, dp, proto) = if !get(6, 0).is_empty() {
+            (6, 7, 17)
+        } else if !get(8, 0).is_empty() {
+            (8, 9, 6)
+        } else {
+            continue;
+        };
         v.push(IcmpError {
             outer_src: format!("{}:0", get(src, 0)),
             outer_dst: format!("{}:0", get(dst, 0)),
@@ -182,7 +200,10 @@ fn collapse(m: &mut Dirs, x: &str, y: &str, p: u64) -> Key {
     let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
     let ck: Key = (lo.to_string(), format!("<>{hi}"), p);
     let mut sum = m.remove(&ck).unwrap_or([0, 0, u64::MAX, 0]);
-    for k in [(x.to_string(), y.to_string(), p), (y.to_string(), x.to_string(), p)] {
+    for k in [
+        (x.to_string(), y.to_string(), p),
+        (y.to_string(), x.to_string(), p),
+    ] {
         if let Some(v) = m.remove(&k) {
             sum[0] += v[0];
             sum[1] += v[1];
@@ -198,7 +219,11 @@ fn collapse(m: &mut Dirs, x: &str, y: &str, p: u64) -> Key {
 
 fn unordered(k: &Key) -> Key {
     let b = k.1.trim_start_matches("<>").to_string();
-    if k.0 <= b { (k.0.clone(), b, k.2) } else { (b, k.0.clone(), k.2) }
+    if k.0 <= b {
+        (k.0.clone(), b, k.2)
+    } else {
+        (b, k.0.clone(), k.2)
+    }
 }
 
 fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
@@ -231,7 +256,11 @@ fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
         add(&mut b, ok, 1, e.ip_len, 0, 0);
     }
     let mut diffs = vec![];
-    for k in a.keys().chain(b.keys()).collect::<std::collections::BTreeSet<_>>() {
+    for k in a
+        .keys()
+        .chain(b.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
         let x = a.get(k).map(|v| [v[0], v[1]]);
         let y = b.get(k).map(|v| [v[0], v[1]]);
         if x != y {
@@ -241,10 +270,17 @@ fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
     let (sa, sb) = (spans(&a), spans(&b));
     for (k, v) in sb.iter().filter(|(k, _)| !no_span.contains(*k)) {
         if sa.get(k) != Some(v) {
-            diffs.push(format!("  span {k:?}: xdprobe {:?} tshark {v:?}", sa.get(k)));
+            diffs.push(format!(
+                "  span {k:?}: xdprobe {:?} tshark {v:?}",
+                sa.get(k)
+            ));
         }
     }
-    assert!(diffs.is_empty(), "{name}: per-direction [packets, bytes] / spans differ:\n{}", diffs.join("\n"));
+    assert!(
+        diffs.is_empty(),
+        "{name}: per-direction [packets, bytes] / spans differ:\n{}",
+        diffs.join("\n")
+    );
 
     // Roles and VLAN where tshark is certain (SYN or DNS query seen).
     for f in oracle.iter().filter(|f| f["dir_guess"] == false) {
@@ -260,19 +296,31 @@ fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
             .collect();
         assert!(!matching.is_empty(), "{name}: no record for {c} -> {s}");
         for r in matching {
-            assert_eq!(endpoint(&r["client_addr"], &r["client_port"]), c, "{name}: client of {c} -> {s}");
-            assert_eq!(r["direction_guessed"], false, "{name}: {c} -> {s} roles are certain");
+            assert_eq!(
+                endpoint(&r["client_addr"], &r["client_port"]),
+                c,
+                "{name}: client of {c} -> {s}"
+            );
+            assert_eq!(
+                r["direction_guessed"], false,
+                "{name}: {c} -> {s} roles are certain"
+            );
         }
     }
     for f in oracle {
-        let Some(v) = f["vlan"].as_str() else { continue };
+        let Some(v) = f["vlan"].as_str() else {
+            continue;
+        };
         let want: u64 = v.parse().unwrap();
         let c = endpoint(&f["src_ip"], &f["src_port"]);
         let found = recs.iter().any(|r| {
             r["vlan"].as_u64() == Some(want)
-                && [endpoint(&r["client_addr"], &r["client_port"]), endpoint(&r["server_addr"], &r["server_port"])]
-                    .iter()
-                    .any(|e| strip_port(e) == strip_port(&c))
+                && [
+                    endpoint(&r["client_addr"], &r["client_port"]),
+                    endpoint(&r["server_addr"], &r["server_port"]),
+                ]
+                .iter()
+                .any(|e| strip_port(e) == strip_port(&c))
         });
         assert!(found, "{name}: no record with VLAN {want} for {c}");
     }
@@ -280,10 +328,14 @@ fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
 
 #[test]
 fn corpus_counts_equal_tshark() {
-    let Some(shared) = shared_or_skip() else { return };
+    let Some(shared) = shared_or_skip() else {
+        return;
+    };
     let mut checked = 0;
     for cap in corpus_captures(&shared) {
-        let Some(oracle) = corpus_oracle(&cap) else { continue };
+        let Some(oracle) = corpus_oracle(&cap) else {
+            continue;
+        };
         let name = cap.file_name().unwrap().to_string_lossy().to_string();
         // Long timeouts: tshark has none, so nothing splits a flow here.
         let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
@@ -296,8 +348,14 @@ fn corpus_counts_equal_tshark() {
 #[test]
 fn corpus_counts_hold_with_short_timeouts() {
     // Active/idle timeouts split flows into several records; the sums stay.
-    let Some(shared) = shared_or_skip() else { return };
-    for name in ["ipfixprobe_mixed.pcap", "zeek_missing-syn.pcap", "pk_tcp_dupack.pcapng"] {
+    let Some(shared) = shared_or_skip() else {
+        return;
+    };
+    for name in [
+        "ipfixprobe_mixed.pcap",
+        "zeek_missing-syn.pcap",
+        "pk_tcp_dupack.pcapng",
+    ] {
         let cap = shared.join("corpus").join(name);
         let oracle = corpus_oracle(&cap).unwrap();
         let recs = xdprobe_json(&cap, &["--idle-timeout", "2s", "--active-timeout", "1s"]);
@@ -307,13 +365,19 @@ fn corpus_counts_hold_with_short_timeouts() {
 
 #[test]
 fn demo_capture_counts_equal_tshark() {
-    let Some(shared) = shared_or_skip() else { return };
+    let Some(shared) = shared_or_skip() else {
+        return;
+    };
     if !require(have("tshark"), "tshark is not installed") {
         return;
     }
     let cap = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.pcap");
     let oracle = oracle(&shared, &cap, true);
     let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
-    assert!(oracle.len() >= 10, "demo capture has only {} flows", oracle.len());
+    assert!(
+        oracle.len() >= 10,
+        "demo capture has only {} flows",
+        oracle.len()
+    );
     compare("demo.pcap", &recs, &oracle, &icmp_errors(&cap));
 }

@@ -17,7 +17,7 @@ pub mod source;
 pub mod time;
 pub mod worker;
 
+pub use flow::FlowConfig;
 pub use flow::record::{Dir, EndReason, FlowRecord};
 pub use time::Timestamp;
 pub use worker::{Worker, WorkerStats};
-pub use flow::FlowConfig;

@@ -49,6 +49,11 @@ pub const fn ns_to_us(ns: u64) -> u64 {
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:09}", self.0 / 1_000_000_000, self.0 % 1_000_000_000)
+        write!(
+            f,
+            "{}.{:09}",
+            self.0 / 1_000_000_000,
+            self.0 % 1_000_000_000
+        )
     }
 }

@@ -37,7 +37,10 @@ fn demo_capture() -> anyhow::Result<std::path::PathBuf> {
 
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let file = demo_capture()?;
-    eprintln!("xdprobe demo: flows of {} (recorded real traffic)", file.display());
+    eprintln!(
+        "xdprobe demo: flows of {} (recorded real traffic)",
+        file.display()
+    );
     super::pcap::run(PcapArgs {
         file,
         format: args.format,

@@ -110,40 +110,46 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             ignored_packets: Some(ignored.clone()),
             ..ExporterConfig::default()
         };
-        Some((Exporter::spawn(cfg).context("starting the exporter")?, ignored))
+        Some((
+            Exporter::spawn(cfg).context("starting the exporter")?,
+            ignored,
+        ))
     };
     let sender = exporter.as_ref().map(|(e, _)| e.sender());
     let stdout = io::stdout().lock();
-    let mut writer = format.map(|f| RecordWriter::new(BufWriter::with_capacity(1 << 16, stdout), f));
+    let mut writer =
+        format.map(|f| RecordWriter::new(BufWriter::with_capacity(1 << 16, stdout), f));
     let mut out_err: Option<io::Error> = None;
-    let mut emit = |rec: FlowRecord| {
-        // Offline: never drop a record, wait for the exporter instead.
-        if let Some(tx) = &sender {
-            tx.send_blocking(rec);
-        }
-        if out_err.is_some() {
-            return;
-        }
-        if let Some(w) = writer.as_mut()
-            && let Err(e) = w.write(&rec)
-        {
-            out_err = Some(e);
-        }
-    };
-
     let started = Instant::now();
     let mut worker = Worker::new(&args.flow.flow_config());
-    let read_result = loop {
-        match reader.next_packet() {
-            Ok(Some(p)) => worker.on_frame(p.link, p.data, p.wire_len, p.ts, &mut emit),
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
-        }
+    let read_result = {
+        let mut emit = |rec: FlowRecord| {
+            // Offline: never drop a record, wait for the exporter instead.
+            if let Some(tx) = &sender {
+                tx.send_blocking(rec);
+            }
+            if out_err.is_some() {
+                return;
+            }
+            if let Some(w) = writer.as_mut()
+                && let Err(e) = w.write(&rec)
+            {
+                out_err = Some(e);
+            }
+        };
+        let read_result = loop {
+            match reader.next_packet() {
+                Ok(Some(p)) => worker.on_frame(p.link, p.data, p.wire_len, p.ts, &mut emit),
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        // Flows seen so far are emitted even when the file is cut or corrupt.
+        worker.flush(&mut emit);
+        read_result
     };
-    // Flows seen so far are emitted even when the file is cut or corrupt.
-    worker.flush(&mut emit);
     let elapsed = started.elapsed();
-    drop(emit);
+    // The exporter drains its channel once every sender is gone.
     drop(sender);
     if let Some(w) = writer.as_mut()
         && out_err.is_none()
@@ -198,6 +204,10 @@ pub fn print_summary(s: &WorkerStats, elapsed: Duration) {
         let _ = writeln!(e, "  dropped {name}: {n}");
     }
     if s.frag_unattributed > 0 {
-        let _ = writeln!(e, "  fragments without their first fragment: {}", s.frag_unattributed);
+        let _ = writeln!(
+            e,
+            "  fragments without their first fragment: {}",
+            s.frag_unattributed
+        );
     }
 }

@@ -35,7 +35,11 @@ pub fn require(cond: bool, what: &str) -> bool {
 
 pub fn shared_or_skip() -> Option<PathBuf> {
     let d = shared_dir();
-    require(d.is_some(), "../shared (or $XDPROBE_SHARED) with tools/oracle.py is not present").then_some(())?;
+    require(
+        d.is_some(),
+        "../shared (or $XDPROBE_SHARED) with tools/oracle.py is not present",
+    )
+    .then_some(())?;
     d
 }
 
@@ -108,7 +112,9 @@ pub fn oracle(shared: &Path, file: &Path, fast: bool) -> Vec<Value> {
 /// The oracle file checked in beside a corpus capture (made by tshark).
 pub fn corpus_oracle(capture: &Path) -> Option<Vec<Value>> {
     let name = capture.file_name()?.to_str()?;
-    let stem = name.strip_suffix(".pcapng").or_else(|| name.strip_suffix(".pcap"))?;
+    let stem = name
+        .strip_suffix(".pcapng")
+        .or_else(|| name.strip_suffix(".pcap"))?;
     let p = capture.with_file_name(format!("{stem}.oracle.jsonl"));
     let text = std::fs::read(p).ok()?;
     Some(parse_lines(&text))
@@ -119,10 +125,7 @@ pub fn corpus_captures(shared: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(shared.join("corpus"))
         .expect("read corpus")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.extension()
-                .is_some_and(|x| x == "pcap" || x == "pcapng")
-        })
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
         .collect();
     v.sort();
     v

@@ -84,7 +84,12 @@ impl FragTable {
                 return;
             }
         }
-        let key = FragKey { src, dst, proto, id };
+        let key = FragKey {
+            src,
+            dst,
+            proto,
+            id,
+        };
         self.map.insert(
             key,
             FragPorts {
@@ -106,7 +111,12 @@ impl FragTable {
         more: bool,
         now: Timestamp,
     ) -> (u16, u16) {
-        let key = FragKey { src, dst, proto, id };
+        let key = FragKey {
+            src,
+            dst,
+            proto,
+            id,
+        };
         let found = match self.map.get(&key) {
             Some(p) if now.nanos_since(p.seen) < FRAG_TIMEOUT_NS => Some((p.src_port, p.dst_port)),
             _ => None,

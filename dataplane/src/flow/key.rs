@@ -138,14 +138,21 @@ impl Roles {
     /// listen on low, well-known or registered ports; clients use ephemeral
     /// ones); with equal or no ports the first packet's sender is the client.
     pub fn decide(pkt: &PacketMeta<'_>, sender: Side) -> Roles {
-        let certain = |client| Roles { client, guessed: false };
+        let certain = |client| Roles {
+            client,
+            guessed: false,
+        };
         match pkt.l4 {
             L4::Tcp(t) if t.flags.is_syn_only() => return certain(sender),
             L4::Tcp(t) if t.flags.contains(TcpFlags::SYN | TcpFlags::ACK) => {
                 return certain(sender.other());
             }
             L4::Udp if (pkt.dst_port == 53) != (pkt.src_port == 53) => {
-                return certain(if pkt.dst_port == 53 { sender } else { sender.other() });
+                return certain(if pkt.dst_port == 53 {
+                    sender
+                } else {
+                    sender.other()
+                });
             }
             L4::Icmp { icmp_type: 8, .. } | L4::Icmpv6 { icmp_type: 128, .. } => {
                 return certain(sender);
@@ -162,13 +169,20 @@ impl Roles {
         } else if sp == dp {
             sender
         } else if (sp >= EPHEMERAL_START) != (dp >= EPHEMERAL_START) {
-            if dp < EPHEMERAL_START { sender } else { sender.other() }
+            if dp < EPHEMERAL_START {
+                sender
+            } else {
+                sender.other()
+            }
         } else if dp < sp {
             sender
         } else {
             sender.other()
         };
-        Roles { client, guessed: true }
+        Roles {
+            client,
+            guessed: true,
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use hashbrown::HashTable;
 
 use super::frag::FragTable;
 use super::key::{FlowKey, Roles, Side};
-use super::lru::{Heads, ListId, Linked, Links};
+use super::lru::{Heads, Linked, Links, ListId};
 use super::record::{Dir, DirStats, EndReason, FlowRecord, Npm};
 use crate::metrics::L4Metrics;
 use crate::parse::{Fragment, L4, PacketMeta, TcpFlags};
@@ -89,7 +89,11 @@ struct Flow {
 
 impl Flow {
     fn dir_of(&self, side: Side) -> Dir {
-        if side == self.client { Dir::C2S } else { Dir::S2C }
+        if side == self.client {
+            Dir::C2S
+        } else {
+            Dir::S2C
+        }
     }
 
     fn record(&self, reason: EndReason) -> FlowRecord {
@@ -214,7 +218,12 @@ impl FlowTable {
     /// Accounts one parsed packet captured at `ts`; finished records go to
     /// `out` (expiry runs first, on packet time).
     #[inline]
-    pub fn process(&mut self, pkt: &PacketMeta<'_>, ts: Timestamp, out: &mut impl FnMut(FlowRecord)) {
+    pub fn process(
+        &mut self,
+        pkt: &PacketMeta<'_>,
+        ts: Timestamp,
+        out: &mut impl FnMut(FlowRecord),
+    ) {
         if ts > self.now {
             self.now = ts;
             if ts >= self.next_deadline {
@@ -228,7 +237,15 @@ impl FlowTable {
         let (sport, dport) = match pkt.fragment {
             Fragment::None => (pkt.src_port, pkt.dst_port),
             Fragment::First { id } => {
-                self.frags.first(pkt.src, pkt.dst, pkt.proto, id, pkt.src_port, pkt.dst_port, now);
+                self.frags.first(
+                    pkt.src,
+                    pkt.dst,
+                    pkt.proto,
+                    id,
+                    pkt.src_port,
+                    pkt.dst_port,
+                    now,
+                );
                 (pkt.src_port, pkt.dst_port)
             }
             Fragment::Later { id, more, .. } => {
@@ -430,7 +447,9 @@ impl FlowTable {
         let active = self.cfg_active_ns;
         at(ListId::Closing, &|f| f.close_deadline)
             .min(at(ListId::Lru, &|f| f.lru_at.saturating_add_nanos(idle)))
-            .min(at(ListId::Active, &|f| f.anchor.saturating_add_nanos(active)))
+            .min(at(ListId::Active, &|f| {
+                f.anchor.saturating_add_nanos(active)
+            }))
     }
 
     /// Makes room for one flow: ends the least recently seen one, as far as
@@ -440,7 +459,9 @@ impl FlowTable {
         const SECOND_CHANCES: usize = 32;
         let now = self.now;
         for _ in 0..SECOND_CHANCES {
-            let Some(i) = self.lists.head(ListId::Lru) else { return };
+            let Some(i) = self.lists.head(ListId::Lru) else {
+                return;
+            };
             let f = &mut self.slab.0[i as usize];
             if f.last <= f.lru_at {
                 break;

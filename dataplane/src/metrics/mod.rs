@@ -30,7 +30,9 @@ impl L4Metrics {
     pub fn for_flow(pkt: &PacketMeta<'_>, server_port: u16) -> Self {
         match pkt.l4 {
             crate::parse::L4::Tcp(_) => L4Metrics::Tcp(tcp::TcpTracker::default()),
-            crate::parse::L4::Udp if server_port == 53 => L4Metrics::Dns(dns::DnsTracker::default()),
+            crate::parse::L4::Udp if server_port == 53 => {
+                L4Metrics::Dns(dns::DnsTracker::default())
+            }
             _ => L4Metrics::None,
         }
     }

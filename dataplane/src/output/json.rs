@@ -96,9 +96,17 @@ mod tests {
             end: Timestamp(1_700_000_001_000_000_499),
             end_reason: EndReason::Idle,
             tos: 0,
-            c2s: DirStats { packets: 3, bytes: 180, ..Default::default() },
+            c2s: DirStats {
+                packets: 3,
+                bytes: 180,
+                ..Default::default()
+            },
             s2c: DirStats::default(),
-            npm: Npm { rtt_us: Some(15000), srt_us: Some(0), ..Default::default() },
+            npm: Npm {
+                rtt_us: Some(15000),
+                srt_us: Some(0),
+                ..Default::default()
+            },
             seq_in_flow: 0,
         };
         let mut s = String::new();

@@ -9,8 +9,8 @@
 use std::net::IpAddr;
 
 pub mod drop;
-pub mod wire;
 mod walk;
+pub mod wire;
 
 pub use drop::{DropCounters, DropReason};
 pub use walk::{MAX_IPV6_EXT, MAX_MPLS_DEPTH, MAX_VLAN_DEPTH, parse};
@@ -119,8 +119,14 @@ pub struct TcpMeta {
 pub enum L4 {
     Tcp(TcpMeta),
     Udp,
-    Icmp { icmp_type: u8, code: u8 },
-    Icmpv6 { icmp_type: u8, code: u8 },
+    Icmp {
+        icmp_type: u8,
+        code: u8,
+    },
+    Icmpv6 {
+        icmp_type: u8,
+        code: u8,
+    },
     /// A non-first fragment: no transport header in this packet.
     Fragment,
     /// Another IP protocol (GRE, ESP, SCTP …): counted by address pair only.

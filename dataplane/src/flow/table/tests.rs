@@ -160,7 +160,10 @@ fn fin_both_ways_ends_after_linger_and_late_ack_counts() {
     assert_eq!(recs.len(), 1);
     assert_eq!(recs[0].end_reason, EndReason::End);
     assert_eq!(recs[0].c2s.packets, 3);
-    assert_eq!(recs[0].c2s.tcp_flags, (TcpFlags::SYN | TcpFlags::FIN | TcpFlags::ACK).bits());
+    assert_eq!(
+        recs[0].c2s.tcp_flags,
+        (TcpFlags::SYN | TcpFlags::FIN | TcpFlags::ACK).bits()
+    );
 }
 
 #[test]
@@ -278,8 +281,14 @@ fn idle_boundaries_are_exact_although_expiry_is_lazy() {
 fn idle_record_leaves_within_two_timeouts() {
     let mut t = FlowTable::new(&cfg());
     let mut out = vec![];
-    t.process(&udp(C, 51000, S, 2000, 10), Timestamp(0), &mut |r| out.push(r));
-    t.process(&udp(C, 51000, S, 2000, 10), Timestamp(5_000 * MS), &mut |r| out.push(r));
+    t.process(&udp(C, 51000, S, 2000, 10), Timestamp(0), &mut |r| {
+        out.push(r)
+    });
+    t.process(
+        &udp(C, 51000, S, 2000, 10),
+        Timestamp(5_000 * MS),
+        &mut |r| out.push(r),
+    );
     t.tick(Timestamp(14_999 * MS), &mut |r| out.push(r));
     assert!(out.is_empty());
     t.tick(Timestamp(24_998 * MS), &mut |r| out.push(r));

@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand};
 mod cmd;
 
 #[derive(Parser)]
-#[command(name = "xdprobe", version, about = "Passive flow probe with network performance metrics")]
+#[command(
+    name = "xdprobe",
+    version,
+    about = "Passive flow probe with network performance metrics"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

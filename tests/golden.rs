@@ -381,3 +381,52 @@ fn demo_capture_counts_equal_tshark() {
     );
     compare("demo.pcap", &recs, &oracle, &icmp_errors(&cap));
 }
+
+#[test]
+fn fresh_capture_with_many_flows_counts_equal_tshark() {
+    // Real kernel traffic made now (not a fixed file): bulk TCP both ways,
+    // HTTP, TLS, DNS, keep-alive, a refused connection and 300 short UDP +
+    // 30 short TCP flows, through the impairing bridge with loss,
+    // reordering and duplication.
+    let Some(shared) = shared_or_skip() else {
+        return;
+    };
+    if !require(
+        is_root(),
+        "not root: make_capture.sh needs network namespaces",
+    ) {
+        return;
+    }
+    for tool in ["tshark", "tcpdump", "iperf3", "curl", "openssl", "ethtool"] {
+        if !require(have(tool), &format!("{tool} is not installed")) {
+            return;
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("xdprobe-golden-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(dir.clone());
+    let out = dir.join("cap");
+    let st = std::process::Command::new(shared.join("tools/make_capture.sh"))
+        .args([
+            "-t", "5", "-b", "2M", "-l", "2", "-r", "2", "-u", "1", "-F", "300", "-s", "11", "-o",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run make_capture.sh");
+    assert!(
+        st.status.success(),
+        "make_capture.sh: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let cap = out.with_extension("pcap");
+    let oracle = oracle(&shared, &cap, true);
+    assert!(oracle.len() >= 300, "only {} flows captured", oracle.len());
+    let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
+    compare("fresh capture", &recs, &oracle, &icmp_errors(&cap));
+}

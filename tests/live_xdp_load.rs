@@ -45,7 +45,8 @@ fn send_udp(p: &Pair, port: u16, n: usize) {
         let s = UdpSocket::bind("192.0.2.1:0").expect("bind sender");
         let dst: SocketAddr = format!("{RX_IP}:{port}").parse().expect("addr");
         for i in 0..n {
-            s.send_to(format!("probe {i}").as_bytes(), dst).expect("send");
+            s.send_to(format!("probe {i}").as_bytes(), dst)
+                .expect("send");
         }
     });
 }
@@ -90,7 +91,11 @@ fn xdp_program_counts_exactly_the_packets_sent() {
     let p = pair();
     let sink = receiver(&p, 5000);
     let mut prog = attach(&p, true, XdpFilter::default());
-    assert_eq!(prog.attached, Some(XdpMode::Driver), "veth supports native XDP");
+    assert_eq!(
+        prog.attached,
+        Some(XdpMode::Driver),
+        "veth supports native XDP"
+    );
 
     const N: usize = 25;
     send_udp(&p, 5000, N);

@@ -65,8 +65,11 @@ fn af_xdp_receives_every_frame_with_an_xdp_timestamp() {
     let mut got: Vec<(Vec<u8>, u64)> = Vec::new();
     let deadline = Instant::now() + std::time::Duration::from_secs(3);
     while got.len() < N && Instant::now() < deadline {
-        sock.recv_batch(|f| {
-            got.push((f.data.to_vec(), f.tai_ns.expect("XDP timestamp in the metadata")));
+        sock.recv_batch(None, |f| {
+            got.push((
+                f.data.to_vec(),
+                f.tai_ns.expect("XDP timestamp in the metadata"),
+            ));
         })
         .expect("recv");
     }
@@ -84,7 +87,11 @@ fn af_xdp_receives_every_frame_with_an_xdp_timestamp() {
         last = *tai;
     }
     let c = prog.counters().expect("counters");
-    assert_eq!((c.seen, c.redirected, c.meta_failed), (N as u64, N as u64, 0), "{c:?}");
+    assert_eq!(
+        (c.seen, c.redirected, c.meta_failed),
+        (N as u64, N as u64, 0),
+        "{c:?}"
+    );
     let st = sock.stats().expect("stats");
     assert_eq!((st.rx_dropped, st.rx_ring_full), (0, 0), "{st:?}");
     prog.detach().expect("detach");

@@ -32,6 +32,7 @@ use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ExporterError};
 
 use super::{
     handoff,
+    merge::{Marks, Merge},
     privs::{self, PrivError},
     prom::{PromServer, QueueReport, Report},
     sink::{RecordSink, spawn_json_writer},
@@ -48,7 +49,7 @@ pub enum DaemonError {
     Xdp {
         iface: String,
         #[source]
-        source: XdpError,
+        source: Box<XdpError>,
     },
     #[error(transparent)]
     Xsk(#[from] XskError),
@@ -199,7 +200,7 @@ fn set_up(cfg: &Config) -> Result<Vec<Capture>, DaemonError> {
     for iface in &cfg.interfaces {
         let xerr = |source| DaemonError::Xdp {
             iface: iface.name.clone(),
-            source,
+            source: Box::new(source),
         };
         let mut prog = XdpProgram::load(&xdp_options(cfg, iface)).map_err(xerr)?;
         let xo = xsk_options(iface);
@@ -239,7 +240,8 @@ fn spawn_workers(
     let total: usize = captures.iter().map(|c| c.sockets.len()).sum();
     for (cap, iface) in captures.iter_mut().zip(&cfg.interfaces) {
         let n = cap.sockets.len();
-        let (mut producers, mut consumers) = rings(if opts.handoff { n } else { 1 }, n);
+        let ways = if opts.handoff { n } else { 1 };
+        let (mut producers, mut merges) = rings(ways);
         for (i, (queue, core, socket)) in cap.sockets.drain(..).enumerate() {
             let published = Arc::new(Mutex::new(Snapshot {
                 queue,
@@ -248,13 +250,13 @@ fn spawn_workers(
             }));
             let w = QueueWorker {
                 index: i,
-                workers: if opts.handoff { n } else { 1 },
+                workers: ways,
                 core: Some(core),
                 socket,
                 flow: flow.clone(),
                 sink: RecordSink::new(exporter.map(Exporter::sender), json.cloned()),
-                producers: std::mem::take(&mut producers[i]),
-                consumers: std::mem::take(&mut consumers[i]),
+                producers: producers.get_mut(i).map(std::mem::take).unwrap_or_default(),
+                merge: merges.get_mut(i).and_then(Option::take),
                 control: control.clone(),
                 published: published.clone(),
                 tick: opts.tick,
@@ -275,34 +277,45 @@ fn spawn_workers(
     Ok(run)
 }
 
-/// `producers[i][j]`: ring from worker i to worker j; `consumers[j]`: the
-/// rings into worker j. With `ways` = 1 (hand-off off) every list is empty.
-#[expect(clippy::type_complexity, reason = "two parallel tables, built once")]
-fn rings(
-    ways: usize,
-    n: usize,
-) -> (Vec<Vec<Option<handoff::Producer>>>, Vec<Vec<handoff::Consumer>>) {
+/// `producers[i][j]`: ring from worker i to worker j (i = j included: a
+/// worker's own frames also go through a ring, for the time-ordered merge);
+/// `merges[j]`: worker j's inputs. With `n` = 1 (hand-off off, or a single
+/// queue) there are no rings at all.
+fn rings(n: usize) -> (Vec<Vec<Option<handoff::Producer>>>, Vec<Option<Merge>>) {
+    if n <= 1 {
+        return (Vec::new(), Vec::new());
+    }
+    let marks = Marks::new(n);
     let mut producers: Vec<Vec<Option<handoff::Producer>>> =
         (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    let mut consumers: Vec<Vec<handoff::Consumer>> = (0..n).map(|_| Vec::new()).collect();
-    if ways > 1 {
-        for (i, row) in producers.iter_mut().enumerate() {
-            for (j, slot) in row.iter_mut().enumerate() {
-                if i != j {
-                    let (p, c) = handoff::ring(handoff::RING_SLOTS);
-                    *slot = Some(p);
-                    consumers[j].push(c);
-                }
+    let mut merges: Vec<Merge> = (0..n)
+        .map(|me| Merge {
+            me,
+            inputs: Vec::with_capacity(n),
+            marks: marks.clone(),
+        })
+        .collect();
+    for (i, row) in producers.iter_mut().enumerate() {
+        for (j, slot) in row.iter_mut().enumerate() {
+            let (p, c) = handoff::ring(handoff::RING_SLOTS);
+            *slot = Some(p);
+            if let Some(m) = merges.get_mut(j) {
+                m.inputs.push((i, c));
             }
         }
     }
-    (producers, consumers)
+    (producers, merges.into_iter().map(Some).collect())
 }
 
 fn refresh_report(report: &Mutex<Report>, captures: &[Capture], running: &Running) {
     let xdp = captures
         .iter()
-        .map(|c| (c.prog.iface().to_owned(), c.prog.counters().unwrap_or_default()))
+        .map(|c| {
+            (
+                c.prog.iface().to_owned(),
+                c.prog.counters().unwrap_or_default(),
+            )
+        })
         .collect();
     let queues = running
         .queues
@@ -408,7 +421,14 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
             Err(_) => tracing::error!("a worker thread panicked"),
         }
     }
-    refresh_report(&report, &captures, &Running { threads: Vec::new(), queues: running.queues });
+    refresh_report(
+        &report,
+        &captures,
+        &Running {
+            threads: Vec::new(),
+            queues: running.queues,
+        },
+    );
     log_line(&report);
     let stats = exporter.shutdown()?;
     tracing::info!(?stats, "exporter stopped");
@@ -440,16 +460,27 @@ fn reload(path: &Path, old: &Config, exporter: &Exporter, log_interval: &mut Dur
     };
     match collectors(&new) {
         Ok(c) => match exporter.reconfigure(c) {
-            Ok(()) => tracing::info!(collectors = ?new.export.collectors, "reload: collectors applied"),
-            Err(e) => tracing::error!(error = %e, "reload: collectors refused, keeping the running ones"),
+            Ok(()) => {
+                tracing::info!(collectors = ?new.export.collectors, "reload: collectors applied")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reload: collectors refused, keeping the running ones")
+            }
         },
-        Err(e) => tracing::error!(error = %e, "reload: collectors refused, keeping the running ones"),
+        Err(e) => {
+            tracing::error!(error = %e, "reload: collectors refused, keeping the running ones")
+        }
     }
     *log_interval = new.probe.log_interval;
     if new.flow != old.flow {
         tracing::warn!("reload: [flow] changes (timeouts, capacity) take effect after a restart");
     }
-    if new.interfaces != old.interfaces || new.filter != old.filter || new.probe.mode != old.probe.mode {
-        tracing::warn!("reload: interface, queue, filter or mode changes need a restart (re-attach)");
+    if new.interfaces != old.interfaces
+        || new.filter != old.filter
+        || new.probe.mode != old.probe.mode
+    {
+        tracing::warn!(
+            "reload: interface, queue, filter or mode changes need a restart (re-attach)"
+        );
     }
 }

@@ -134,11 +134,25 @@ pub struct Consumer {
 }
 
 impl Consumer {
+    /// Timestamp of the oldest frame waiting, if any.
+    #[inline]
+    pub fn peek_ts(&mut self) -> Option<Timestamp> {
+        if self.head == self.tail_cache {
+            self.tail_cache = self.ring.tail.0.load(Ordering::Acquire);
+            if self.head == self.tail_cache {
+                return None;
+            }
+        }
+        let cell = self.ring.slots.get(self.head & self.ring.mask)?;
+        // SAFETY: head < tail: the slot is published (see `drain`).
+        Some(unsafe { (*cell.get()).ts })
+    }
+
     /// Hands up to `max` frames to `f` (frame, wire length, timestamp) and
     /// returns how many.
     #[inline]
     pub fn drain(&mut self, max: usize, mut f: impl FnMut(&[u8], u32, Timestamp)) -> usize {
-        if self.head == self.tail_cache {
+        if self.tail_cache.wrapping_sub(self.head) < max {
             self.tail_cache = self.ring.tail.0.load(Ordering::Acquire);
         }
         let avail = self.tail_cache.wrapping_sub(self.head).min(max);

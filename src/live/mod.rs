@@ -6,12 +6,13 @@
 //! privileges) run the whole as `xdprobe run`.
 
 pub mod clock;
+pub mod daemon;
 pub mod handoff;
+pub mod merge;
+pub mod privs;
+pub mod prom;
 pub mod sink;
 pub mod steer;
 pub mod worker;
 pub mod xdp;
 pub mod xsk;
-pub mod daemon;
-pub mod privs;
-pub mod prom;

@@ -88,16 +88,17 @@ pub fn drop_privileges(user: Option<&str>) -> Result<(), PrivError> {
     }
     if let Some((uid, gid)) = ids {
         // SAFETY: prctl with integer arguments only.
-        sys("prctl(PR_SET_KEEPCAPS)", unsafe {
-            libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0)
-        }
-        .into())?;
+        let rc = unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) };
+        sys("prctl(PR_SET_KEEPCAPS)", rc.into())?;
         // SAFETY: an empty group list (null pointer with length 0).
-        sys("setgroups", unsafe { libc::setgroups(0, std::ptr::null()) }.into())?;
+        let rc = unsafe { libc::setgroups(0, std::ptr::null()) };
+        sys("setgroups", rc.into())?;
         // SAFETY: plain id arguments.
-        sys("setresgid", unsafe { libc::setresgid(gid, gid, gid) }.into())?;
+        let rc = unsafe { libc::setresgid(gid, gid, gid) };
+        sys("setresgid", rc.into())?;
         // SAFETY: plain id arguments; glibc applies it to every thread.
-        sys("setresuid", unsafe { libc::setresuid(uid, uid, uid) }.into())?;
+        let rc = unsafe { libc::setresuid(uid, uid, uid) };
+        sys("setresuid", rc.into())?;
     }
     let mut data = [CapData::default(); 2];
     for &cap in &KEEP {
@@ -114,14 +115,11 @@ pub fn drop_privileges(user: Option<&str>) -> Result<(), PrivError> {
     };
     // SAFETY: capset(2) with a valid v3 header and two data words, as the
     // v3 ABI requires; it only changes this thread's capabilities.
-    sys("capset", unsafe {
-        libc::syscall(libc::SYS_capset, &raw mut hdr, data.as_ptr())
-    })?;
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &raw mut hdr, data.as_ptr()) };
+    sys("capset", rc)?;
     // SAFETY: prctl with integer arguments only.
-    sys("prctl(PR_SET_NO_NEW_PRIVS)", unsafe {
-        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    }
-    .into())?;
+    let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    sys("prctl(PR_SET_NO_NEW_PRIVS)", rc.into())?;
     tracing::info!(
         user = user.unwrap_or("(unchanged)"),
         kept = "CAP_BPF, CAP_NET_ADMIN",

@@ -47,7 +47,11 @@ impl Report {
     /// The exposition text.
     pub fn render(&self) -> String {
         let mut o = String::with_capacity(4096);
-        counter(&mut o, "xdprobe_xdp_packets_total", "Frames seen by the XDP program, by outcome.");
+        counter(
+            &mut o,
+            "xdprobe_xdp_packets_total",
+            "Frames seen by the XDP program, by outcome.",
+        );
         for (iface, c) in &self.xdp {
             for (result, v) in [
                 ("seen", c.seen),
@@ -57,7 +61,10 @@ impl Report {
                 ("redirect_failed", c.redirect_failed),
                 ("meta_failed", c.meta_failed),
             ] {
-                let _ = writeln!(o, "xdprobe_xdp_packets_total{{iface=\"{iface}\",result=\"{result}\"}} {v}");
+                let _ = writeln!(
+                    o,
+                    "xdprobe_xdp_packets_total{{iface=\"{iface}\",result=\"{result}\"}} {v}"
+                );
             }
         }
         let q = |o: &mut String, name: &str, help: &str, f: &dyn Fn(&QueueReport) -> u64| {
@@ -72,22 +79,101 @@ impl Report {
                 );
             }
         };
-        q(&mut o, "xdprobe_xsk_rx_dropped_total", "AF_XDP socket: frames dropped by the kernel.", &|r| r.worker.socket.rx_dropped);
-        q(&mut o, "xdprobe_xsk_rx_ring_full_total", "AF_XDP socket: RX ring full (user space too slow).", &|r| r.worker.socket.rx_ring_full);
-        q(&mut o, "xdprobe_xsk_rx_fill_ring_empty_total", "AF_XDP socket: fill ring empty when a frame arrived.", &|r| r.worker.socket.rx_fill_ring_empty);
-        q(&mut o, "xdprobe_xsk_rx_invalid_descs_total", "AF_XDP socket: invalid RX descriptors.", &|r| r.worker.socket.rx_invalid_descs);
-        q(&mut o, "xdprobe_worker_rx_frames_total", "Frames read from the queue's socket.", &|r| r.worker.live.rx_frames);
-        q(&mut o, "xdprobe_worker_rx_bytes_total", "Bytes read from the queue's socket.", &|r| r.worker.live.rx_bytes);
-        q(&mut o, "xdprobe_worker_handoff_out_total", "Frames handed to the worker owning their flow.", &|r| r.worker.live.handed_off);
-        q(&mut o, "xdprobe_worker_handoff_full_total", "Frames lost to a full hand-off ring.", &|r| r.worker.live.handoff_full);
-        q(&mut o, "xdprobe_worker_handoff_in_total", "Frames received from other workers.", &|r| r.worker.live.handoff_in);
-        q(&mut o, "xdprobe_worker_ts_fallback_total", "Frames stamped at read time (no XDP timestamp).", &|r| r.worker.live.ts_fallback);
-        q(&mut o, "xdprobe_worker_records_total", "Flow records sent to the exporter.", &|r| r.worker.live.records_out);
-        q(&mut o, "xdprobe_worker_records_dropped_total", "Flow records dropped at a full exporter channel.", &|r| r.worker.live.records_dropped);
-        q(&mut o, "xdprobe_worker_frames_total", "Frames accounted by the flow worker.", &|r| r.worker.flows.frames);
-        q(&mut o, "xdprobe_worker_flows_created_total", "Flows created.", &|r| r.worker.flows.table.flows_created);
-        q(&mut o, "xdprobe_worker_flows_evicted_total", "Flows ended early by a full table.", &|r| r.worker.flows.table.evicted);
-        gauge(&mut o, "xdprobe_worker_active_flows", "Flows in the table now.");
+        q(
+            &mut o,
+            "xdprobe_xsk_rx_dropped_total",
+            "AF_XDP socket: frames dropped by the kernel.",
+            &|r| r.worker.socket.rx_dropped,
+        );
+        q(
+            &mut o,
+            "xdprobe_xsk_rx_ring_full_total",
+            "AF_XDP socket: RX ring full (user space too slow).",
+            &|r| r.worker.socket.rx_ring_full,
+        );
+        q(
+            &mut o,
+            "xdprobe_xsk_rx_fill_ring_empty_total",
+            "AF_XDP socket: fill ring empty when a frame arrived.",
+            &|r| r.worker.socket.rx_fill_ring_empty,
+        );
+        q(
+            &mut o,
+            "xdprobe_xsk_rx_invalid_descs_total",
+            "AF_XDP socket: invalid RX descriptors.",
+            &|r| r.worker.socket.rx_invalid_descs,
+        );
+        q(
+            &mut o,
+            "xdprobe_worker_rx_frames_total",
+            "Frames read from the queue's socket.",
+            &|r| r.worker.live.rx_frames,
+        );
+        q(
+            &mut o,
+            "xdprobe_worker_rx_bytes_total",
+            "Bytes read from the queue's socket.",
+            &|r| r.worker.live.rx_bytes,
+        );
+        q(
+            &mut o,
+            "xdprobe_worker_handoff_out_total",
+            "Frames handed to the worker owning their flow.",
+            &|r| r.worker.live.handed_off,
+        );
+        q(
+            &mut o,
+            "xdprobe_worker_handoff_full_total",
+            "Frames lost to a full hand-off ring.",
+            &|r| r.worker.live.handoff_full,
+        );
+        q(
+            &mut o,
+            "xdprobe_worker_handoff_in_total",
+            "Frames received from other workers.",
+            &|r| r.worker.live.handoff_in,
+        );
+        q(
+            &mut o,
+            "xdprobe_worker_ts_fallback_total",
+            "Frames stamped at read time (no XDP timestamp).",
+            &|r| r.worker.live.ts_fallback,
+        );
+        q(
+            &mut o,
+            "xdprobe_worker_records_total",
+            "Flow records sent to the exporter.",
+            &|r| r.worker.live.records_out,
+        );
+        q(
+            &mut o,
+            "xdprobe_worker_records_dropped_total",
+            "Flow records dropped at a full exporter channel.",
+            &|r| r.worker.live.records_dropped,
+        );
+        q(
+            &mut o,
+            "xdprobe_worker_frames_total",
+            "Frames accounted by the flow worker.",
+            &|r| r.worker.flows.frames,
+        );
+        q(
+            &mut o,
+            "xdprobe_worker_flows_created_total",
+            "Flows created.",
+            &|r| r.worker.flows.table.flows_created,
+        );
+        q(
+            &mut o,
+            "xdprobe_worker_flows_evicted_total",
+            "Flows ended early by a full table.",
+            &|r| r.worker.flows.table.evicted,
+        );
+        gauge(
+            &mut o,
+            "xdprobe_worker_active_flows",
+            "Flows in the table now.",
+        );
         for r in &self.queues {
             let _ = writeln!(
                 o,
@@ -95,7 +181,11 @@ impl Report {
                 r.iface, r.worker.queue, r.worker.flows.active_flows
             );
         }
-        counter(&mut o, "xdprobe_worker_parse_drops_total", "Frames the parser refused, by reason.");
+        counter(
+            &mut o,
+            "xdprobe_worker_parse_drops_total",
+            "Frames the parser refused, by reason.",
+        );
         for r in &self.queues {
             for (reason, v) in r.worker.flows.drops.iter() {
                 let _ = writeln!(
@@ -112,7 +202,11 @@ impl Report {
     pub fn totals(&self) -> (u64, u64, u64, u64, u64, u64) {
         let xdp_seen = self.xdp.iter().map(|(_, c)| c.seen).sum();
         let frames = self.queues.iter().map(|q| q.worker.live.rx_frames).sum();
-        let flows = self.queues.iter().map(|q| q.worker.flows.active_flows).sum();
+        let flows = self
+            .queues
+            .iter()
+            .map(|q| q.worker.flows.active_flows)
+            .sum();
         let records = self.queues.iter().map(|q| q.worker.live.records_out).sum();
         let sock_drops = self
             .queues

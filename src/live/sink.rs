@@ -43,7 +43,7 @@ impl RecordSink {
     pub fn send(&self, rec: FlowRecord) {
         if self.blocking.get() {
             if let Some(j) = &self.json {
-                let _ = j.send(rec.clone());
+                let _ = j.send(rec);
             }
             if let Some(e) = &self.exporter {
                 e.send_blocking(rec);
@@ -53,7 +53,7 @@ impl RecordSink {
         }
         let ok = match (&self.exporter, &self.json) {
             (Some(e), Some(j)) => {
-                let j_ok = json_ok(j.try_send(rec.clone()));
+                let j_ok = json_ok(j.try_send(rec));
                 e.send(rec).is_ok() && j_ok
             }
             (Some(e), None) => e.send(rec).is_ok(),

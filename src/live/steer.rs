@@ -31,8 +31,14 @@ fn addrs(frame: &[u8]) -> Option<(&[u8], &[u8])> {
         off += 4;
     }
     match ethertype {
-        ETH_P_IP => Some((frame.get(off + 12..off + 16)?, frame.get(off + 16..off + 20)?)),
-        ETH_P_IPV6 => Some((frame.get(off + 8..off + 24)?, frame.get(off + 24..off + 40)?)),
+        ETH_P_IP => Some((
+            frame.get(off + 12..off + 16)?,
+            frame.get(off + 16..off + 20)?,
+        )),
+        ETH_P_IPV6 => Some((
+            frame.get(off + 8..off + 24)?,
+            frame.get(off + 24..off + 40)?,
+        )),
         _ => None,
     }
 }
@@ -85,8 +91,14 @@ mod tests {
     fn both_directions_hash_alike() {
         let a = [192, 0, 2, 1];
         let b = [192, 0, 2, 2];
-        assert_eq!(symmetric_hash(&v4(a, b, false)), symmetric_hash(&v4(b, a, false)));
-        assert_eq!(symmetric_hash(&v4(a, b, true)), symmetric_hash(&v4(b, a, false)));
+        assert_eq!(
+            symmetric_hash(&v4(a, b, false)),
+            symmetric_hash(&v4(b, a, false))
+        );
+        assert_eq!(
+            symmetric_hash(&v4(a, b, true)),
+            symmetric_hash(&v4(b, a, false))
+        );
         assert_ne!(
             symmetric_hash(&v4(a, b, false)),
             symmetric_hash(&v4(a, [192, 0, 2, 3], false))

@@ -12,20 +12,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use xdprobe_dataplane::{
-    FlowConfig, FlowRecord, Timestamp, Worker, WorkerStats, parse::LinkType,
-};
+use xdprobe_dataplane::{FlowConfig, FlowRecord, Timestamp, Worker, WorkerStats, parse::LinkType};
 
 use super::{
     clock::{TaiClock, unix_now},
-    handoff::{Consumer, Producer},
+    handoff::Producer,
+    merge::Merge,
     sink::RecordSink,
     steer,
     xsk::{XskSocket, XskStats},
 };
-
-/// Frames taken from each incoming hand-off ring per pass.
-const HANDOFF_BATCH: usize = 256;
 
 /// Counters of the live loop itself (the flow counters are in
 /// `WorkerStats`).
@@ -79,9 +75,11 @@ pub struct QueueWorker {
     pub socket: XskSocket,
     pub flow: FlowConfig,
     pub sink: RecordSink,
-    /// `producers[j]`: ring to worker j (`None` for self).
+    /// `producers[j]`: ring to worker j, this worker's own included; empty
+    /// when hand-off is off.
     pub producers: Vec<Option<Producer>>,
-    pub consumers: Vec<Consumer>,
+    /// This worker's inputs when hand-off is on.
+    pub merge: Option<Merge>,
     pub control: Arc<Control>,
     pub published: Arc<Mutex<Snapshot>>,
     /// How often expiry runs and the snapshot is published.
@@ -91,13 +89,20 @@ pub struct QueueWorker {
     pub read_time_stamps: bool,
 }
 
+/// Poll timeout while frames wait in the merge for other workers.
+const SHORT_WAIT: Duration = Duration::from_millis(1);
+
 impl QueueWorker {
     /// The thread body. Returns the final snapshot.
     pub fn run(mut self) -> Snapshot {
         if let Some(core) = self.core
             && !core_affinity::set_for_current(core_affinity::CoreId { id: core })
         {
-            tracing::warn!(queue = self.socket.queue, core, "could not pin worker to its core");
+            tracing::warn!(
+                queue = self.socket.queue,
+                core,
+                "could not pin worker to its core"
+            );
         }
         let mut worker = Worker::new(&self.flow);
         let mut clock = TaiClock::new();
@@ -111,40 +116,50 @@ impl QueueWorker {
 
         loop {
             let stopping = self.control.stop_rx.load(Ordering::Acquire);
-            // Frames from other queues first: they were stamped before
-            // anything this pass is about to read.
-            for c in &mut self.consumers {
-                rx.handoff_in += c.drain(HANDOFF_BATCH, |f, wire, ts| {
+            let waiting = self.merge.as_mut().is_some_and(Merge::pending);
+            let mut read_ts: Option<Timestamp> = None;
+            let mut newest = Timestamp::ZERO;
+            let got = self
+                .socket
+                .recv_batch(waiting.then_some(SHORT_WAIT), |frame| {
+                    let ts = match frame.tai_ns.filter(|_| !read_time) {
+                        Some(tai) => clock.to_unix(tai),
+                        None => {
+                            rx.ts_fallback += 1;
+                            *read_ts.get_or_insert_with(unix_now)
+                        }
+                    };
+                    newest = newest.max(ts);
+                    let wire = u32::try_from(frame.data.len()).unwrap_or(u32::MAX);
+                    rx.rx_frames += 1;
+                    rx.rx_bytes += u64::from(wire);
+                    if n <= 1 {
+                        worker.on_frame(Some(LinkType::Ethernet), frame.data, wire, ts, &mut emit);
+                        return;
+                    }
+                    // Every frame, this worker's own ones too, goes through a
+                    // ring so the owner can merge them in timestamp order.
+                    let owner = steer::owner(frame.data, n).unwrap_or(me);
+                    let pushed = match self.producers.get_mut(owner) {
+                        Some(Some(p)) => p.push(frame.data, wire, ts),
+                        _ => false,
+                    };
+                    match (pushed, owner == me) {
+                        (true, false) => rx.handed_off += 1,
+                        (true, true) => {}
+                        (false, _) => rx.handoff_full += 1,
+                    }
+                });
+            if let Some(m) = &mut self.merge {
+                match got {
+                    Ok(0) => m.marks.publish_idle(me),
+                    Ok(_) => m.marks.publish(me, newest),
+                    Err(_) => {}
+                }
+                rx.handoff_in += m.run(false, |f, wire, ts| {
                     worker.on_frame(Some(LinkType::Ethernet), f, wire, ts, &mut emit);
                 }) as u64;
             }
-            let mut read_ts: Option<Timestamp> = None;
-            let got = self.socket.recv_batch(|frame| {
-                let ts = match frame.tai_ns.filter(|_| !read_time) {
-                    Some(tai) => clock.to_unix(tai),
-                    None => {
-                        rx.ts_fallback += 1;
-                        *read_ts.get_or_insert_with(unix_now)
-                    }
-                };
-                let wire = u32::try_from(frame.data.len()).unwrap_or(u32::MAX);
-                rx.rx_frames += 1;
-                rx.rx_bytes += u64::from(wire);
-                match steer::owner(frame.data, n) {
-                    Some(o) if o != me => {
-                        let pushed = match self.producers.get_mut(o) {
-                            Some(Some(p)) => p.push(frame.data, wire, ts),
-                            _ => false,
-                        };
-                        if pushed {
-                            rx.handed_off += 1;
-                        } else {
-                            rx.handoff_full += 1;
-                        }
-                    }
-                    _ => worker.on_frame(Some(LinkType::Ethernet), frame.data, wire, ts, &mut emit),
-                }
-            });
             match got {
                 Ok(0) => {
                     if stopping {
@@ -166,23 +181,23 @@ impl QueueWorker {
         }
 
         // Phase 2: every worker has stopped reading; take what is left in
-        // the hand-off rings, then end every active flow.
+        // the hand-off rings (in order: every source is done), then end
+        // every active flow.
         self.control.rx_done.fetch_add(1, Ordering::AcqRel);
-        let deadline = Instant::now() + Duration::from_secs(2);
-        loop {
-            let all_done = self.control.rx_done.load(Ordering::Acquire)
-                >= self.control.workers.load(Ordering::Acquire);
-            let mut moved = 0;
-            for c in &mut self.consumers {
-                moved += c.drain(usize::MAX, |f, wire, ts| {
+        if let Some(m) = &mut self.merge {
+            m.marks.publish(me, Timestamp::from_nanos(u64::MAX));
+            let deadline = Instant::now() + Duration::from_secs(2);
+            loop {
+                let all_done = self.control.rx_done.load(Ordering::Acquire)
+                    >= self.control.workers.load(Ordering::Acquire);
+                rx.handoff_in += m.run(all_done, |f, wire, ts| {
                     worker.on_frame(Some(LinkType::Ethernet), f, wire, ts, &mut emit);
-                });
+                }) as u64;
+                if (all_done && !m.pending()) || Instant::now() > deadline {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
             }
-            rx.handoff_in += moved as u64;
-            if (all_done && moved == 0) || Instant::now() > deadline {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
         }
         // Shutdown must not lose records: wait for room from here on.
         sink.set_blocking();

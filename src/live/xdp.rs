@@ -242,14 +242,18 @@ fn map_err(name: &'static str) -> impl Fn(MapError) -> XdpError {
 
 fn fill_filters(ebpf: &mut Ebpf, f: &XdpFilter) -> Result<(), XdpError> {
     if !f.vlans.is_empty() {
-        let map = ebpf.map_mut(names::VLANS).ok_or(XdpError::Missing(names::VLANS))?;
+        let map = ebpf
+            .map_mut(names::VLANS)
+            .ok_or(XdpError::Missing(names::VLANS))?;
         let mut map: HashMap<_, u16, u8> = HashMap::try_from(map).map_err(map_err(names::VLANS))?;
         for &v in &f.vlans {
             map.insert(v, 1, 0).map_err(map_err(names::VLANS))?;
         }
     }
     if !f.ports.is_empty() {
-        let map = ebpf.map_mut(names::PORTS).ok_or(XdpError::Missing(names::PORTS))?;
+        let map = ebpf
+            .map_mut(names::PORTS)
+            .ok_or(XdpError::Missing(names::PORTS))?;
         let mut map: HashMap<_, u16, u8> = HashMap::try_from(map).map_err(map_err(names::PORTS))?;
         for &p in &f.ports {
             map.insert(p, 1, 0).map_err(map_err(names::PORTS))?;

@@ -14,13 +14,11 @@ use std::{
     time::Duration,
 };
 
+use xdprobe_common::{META_LEN, META_MAGIC, XdpMeta};
 use xsk_rs::{
     CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem,
-    config::{
-        BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig,
-    },
+    config::{BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig},
 };
-use xdprobe_common::{META_LEN, META_MAGIC, XdpMeta};
 
 #[derive(Debug, thiserror::Error)]
 pub enum XskError {
@@ -155,13 +153,17 @@ impl XskSocket {
             what: "umem_frames",
             value: o.umem_frames,
         })?;
-        let (umem, descs) = Umem::new(umem_cfg, frames, false).map_err(|e| umem_err(e.to_string()))?;
+        let (umem, descs) =
+            Umem::new(umem_cfg, frames, false).map_err(|e| umem_err(e.to_string()))?;
         let ifname: Interface = iface
             .parse()
             .map_err(|_| XskError::IfName(iface.to_owned()))?;
 
         let attempts: &[(BindFlags, &'static str)] = match o.bind {
-            BindMode::Auto => &[(BindFlags::XDP_ZEROCOPY, "zero-copy"), (BindFlags::XDP_COPY, "copy")],
+            BindMode::Auto => &[
+                (BindFlags::XDP_ZEROCOPY, "zero-copy"),
+                (BindFlags::XDP_COPY, "copy"),
+            ],
             BindMode::Copy => &[(BindFlags::XDP_COPY, "copy")],
             BindMode::ZeroCopy => &[(BindFlags::XDP_ZEROCOPY, "zero-copy")],
         };
@@ -196,7 +198,11 @@ impl XskSocket {
                     };
                     s.refill();
                     if name == "copy" && o.bind == BindMode::Auto {
-                        tracing::info!(iface, queue, "zero-copy not supported by the driver; AF_XDP in copy mode");
+                        tracing::info!(
+                            iface,
+                            queue,
+                            "zero-copy not supported by the driver; AF_XDP in copy mode"
+                        );
                     }
                     return Ok(s);
                 }
@@ -236,13 +242,20 @@ impl XskSocket {
 
     /// Receives one batch: calls `f` for every frame, then returns the
     /// frames to the fill ring. Returns the number of frames; 0 means the
-    /// ring was empty after waiting (poll(2) up to the timeout, or one spin
-    /// in busy-poll mode).
-    pub fn recv_batch(&mut self, mut f: impl FnMut(RxFrame<'_>)) -> io::Result<usize> {
+    /// ring was empty after waiting (poll(2) up to the configured timeout,
+    /// or `max_wait` when given; one spin in busy-poll mode).
+    pub fn recv_batch(
+        &mut self,
+        max_wait: Option<Duration>,
+        mut f: impl FnMut(RxFrame<'_>),
+    ) -> io::Result<usize> {
         // SAFETY: `batch` only receives descriptors of this socket's UMEM.
         let mut n = unsafe { self.rx.consume(&mut self.batch) };
         if n == 0 {
-            self.wait()?;
+            let ms = max_wait.map_or(self.poll_ms, |d| {
+                i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
+            });
+            self.wait(ms)?;
             // SAFETY: as above.
             n = unsafe { self.rx.consume(&mut self.batch) };
             if n == 0 {
@@ -266,7 +279,7 @@ impl XskSocket {
         Ok(n)
     }
 
-    fn wait(&mut self) -> io::Result<()> {
+    fn wait(&mut self, poll_ms: i32) -> io::Result<()> {
         if self.busy_poll {
             if self.fill.needs_wakeup() {
                 self.kick();
@@ -275,7 +288,7 @@ impl XskSocket {
             return Ok(());
         }
         // poll(2) also wakes the driver when the fill ring asked for it.
-        self.rx.poll(self.poll_ms).map(|_| ())
+        self.rx.poll(poll_ms).map(|_| ())
     }
 
     /// Wakes the kernel's RX processing (need_wakeup set on the fill ring).

@@ -162,12 +162,32 @@ impl Default for VethOpts {
 pub fn veth(a: &NetNs, a_dev: &str, b: &NetNs, b_dev: &str, opts: VethOpts) {
     let q = opts.queues.to_string();
     sh(&[
-        "ip", "-n", &a.name, "link", "add", a_dev, "numtxqueues", &q, "numrxqueues", &q,
-        "type", "veth", "peer", "name", b_dev, "netns", &b.name, "numtxqueues", &q,
-        "numrxqueues", &q,
+        "ip",
+        "-n",
+        &a.name,
+        "link",
+        "add",
+        a_dev,
+        "numtxqueues",
+        &q,
+        "numrxqueues",
+        &q,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        b_dev,
+        "netns",
+        &b.name,
+        "numtxqueues",
+        &q,
+        "numrxqueues",
+        &q,
     ]);
     for (ns, dev) in [(a, a_dev), (b, b_dev)] {
-        ns.exec_quiet(&["ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off"]);
+        ns.exec_quiet(&[
+            "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
+        ]);
         ns.exec(&["ip", "link", "set", dev, "up"]);
     }
 }
@@ -180,11 +200,28 @@ pub fn addr(ns: &NetNs, dev: &str, cidr: &str) {
 /// Static neighbour entry: AF_XDP sockets swallow ARP, and a first-packet
 /// ARP stall would disturb RTTs.
 pub fn neigh(ns: &NetNs, dev: &str, ip: &str, mac: &str) {
-    ns.exec(&["ip", "neigh", "replace", ip, "lladdr", mac, "dev", dev, "nud", "permanent"]);
+    ns.exec(&[
+        "ip",
+        "neigh",
+        "replace",
+        ip,
+        "lladdr",
+        mac,
+        "dev",
+        dev,
+        "nud",
+        "permanent",
+    ]);
 }
 
 /// `rx_packets` of `dev` as the kernel counts it.
 pub fn rx_packets(ns: &NetNs, dev: &str) -> u64 {
-    let out = ns.exec(&["cat", &format!("/sys/class/net/{dev}/statistics/rx_packets")]);
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0)
+    let out = ns.exec(&[
+        "cat",
+        &format!("/sys/class/net/{dev}/statistics/rx_packets"),
+    ]);
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
 }

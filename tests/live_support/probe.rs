@@ -132,8 +132,10 @@ impl Probe {
         let port = self.metrics_port;
         ns.run(move || {
             let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect metrics");
-            s.set_read_timeout(Some(Duration::from_secs(3))).expect("timeout");
-            s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").expect("request");
+            s.set_read_timeout(Some(Duration::from_secs(3)))
+                .expect("timeout");
+            s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+                .expect("request");
             let mut body = String::new();
             s.read_to_string(&mut body).expect("response");
             body

@@ -77,11 +77,12 @@ impl Bench {
         m.exec(&["tc", "qdisc", "add", "dev", "m0", "clsact"]);
         for dir in ["ingress", "egress"] {
             m.exec(&[
-                "tc", "filter", "add", "dev", "m0", dir, "protocol", "all", "u32", "match",
-                "u32", "0", "0", "action", "mirred", "egress", "mirror", "dev", "p0",
+                "tc", "filter", "add", "dev", "m0", dir, "protocol", "all", "u32", "match", "u32",
+                "0", "0", "action", "mirred", "egress", "mirror", "dev", "p0",
             ]);
         }
-        for q in 0..queues {
+        // XPS only exists on multi-queue devices.
+        for q in (0..queues).filter(|_| queues > 1) {
             let mask = format!("{:x}", 1u32 << (q % 2));
             m.exec(&[
                 "sh",
@@ -114,8 +115,26 @@ impl Bench {
     fn start_impair(&mut self, i: Impair, shared: &Path) {
         let tool = shared.join("tools/impair.py");
         let legs = [
-            ("0", "c1", "m0", "client_leg", i.client_delay_ms, 0.0, 0.0, i.seed * 10 + 1),
-            ("1", "m1", "s1", "server_leg", i.server_delay_ms, i.loss_pct, i.reorder_pct, i.seed * 10 + 2),
+            (
+                "0",
+                "c1",
+                "m0",
+                "client_leg",
+                i.client_delay_ms,
+                0.0,
+                0.0,
+                i.seed * 10 + 1,
+            ),
+            (
+                "1",
+                "m1",
+                "s1",
+                "server_leg",
+                i.server_delay_ms,
+                i.loss_pct,
+                i.reorder_pct,
+                i.seed * 10 + 2,
+            ),
         ];
         let mut ready = Vec::new();
         for (cpu, a, z, tag, delay, loss, reorder, seed) in legs {
@@ -127,7 +146,12 @@ impl Bench {
                 .arg(&tool)
                 .args(["--a", a, "--b", z, "--tag", tag])
                 .args(["--delay-ms", &delay.to_string()])
-                .args(["--loss", &loss.to_string(), "--reorder", &reorder.to_string()])
+                .args([
+                    "--loss",
+                    &loss.to_string(),
+                    "--reorder",
+                    &reorder.to_string(),
+                ])
                 .args(["--seed", &seed.to_string(), "--duration", "40"])
                 .arg("--log")
                 .arg(self.dir.join(format!("{tag}.jsonl")))
@@ -232,5 +256,6 @@ pub fn spawn_in(ns: &NetNs, args: &[&str], log: &Path) -> Child {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).expect("log file"));
-    c.spawn().unwrap_or_else(|e| panic!("spawning {args:?}: {e}"))
+    c.spawn()
+        .unwrap_or_else(|e| panic!("spawning {args:?}: {e}"))
 }

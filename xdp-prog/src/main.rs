@@ -125,7 +125,7 @@ fn classify(ctx: &XdpContext, flags: u32) -> Verdict {
     };
     if flags & SETTING_FILTER_VLAN != 0 {
         // SAFETY: map lookup; the value is a plain byte only tested for presence.
-        if unsafe { VLAN_FILTER.get(&h.vlan) }.is_none() {
+        if unsafe { VLAN_FILTER.get(h.vlan) }.is_none() {
             return Verdict::Filtered;
         }
     }
@@ -137,7 +137,7 @@ fn classify(ctx: &XdpContext, flags: u32) -> Verdict {
             return Verdict::Filtered;
         };
         // SAFETY: map lookups; the values are plain bytes only tested for presence.
-        let hit = unsafe { PORT_FILTER.get(&sp).is_some() || PORT_FILTER.get(&dp).is_some() };
+        let hit = unsafe { PORT_FILTER.get(sp).is_some() || PORT_FILTER.get(dp).is_some() };
         if !hit {
             return Verdict::Filtered;
         }

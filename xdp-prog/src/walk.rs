@@ -17,8 +17,14 @@ const MAX_VLAN: usize = 2;
 const MAX_V6_EXT: usize = 4;
 
 pub enum Addrs {
-    V4 { src: [u8; 4], dst: [u8; 4] },
-    V6 { src: [u8; 16], dst: [u8; 16] },
+    V4 {
+        src: [u8; 4],
+        dst: [u8; 4],
+    },
+    V6 {
+        src: [u8; 16],
+        dst: [u8; 16],
+    },
     /// L3 was not walked (no filter needs it).
     None,
 }

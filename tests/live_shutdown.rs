@@ -1,0 +1,192 @@
+//! The daemon's life cycle against a real collector (nfdump's nfcapd):
+//! started without collectors, it picks one up on SIGHUP (no re-attach);
+//! SIGTERM in the middle of traffic detaches XDP, flushes every active
+//! flow, and exits 0, and every connection that was open arrives at
+//! nfcapd. While running, the process holds only CAP_BPF and
+//! CAP_NET_ADMIN.
+
+mod common;
+mod live_support;
+
+use std::{
+    io::Write,
+    net::{TcpListener, TcpStream},
+    process::{Command, Stdio},
+    sync::atomic::{AtomicBool, Ordering},
+    time::{Duration, Instant},
+};
+
+use live_support::{
+    probe::{Probe, ProbeOpts, config_text},
+    require_root,
+    topo::{Bench, SERVER_IP, TempDir, signal, wait_exit, wait_for},
+};
+use serde_json::Value;
+
+const CONNS: usize = 4;
+const PORT: u16 = 9100;
+
+fn cap_eff(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(u64::MAX)
+}
+
+#[test]
+fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
+    let test = "sighup_adds_a_collector_and_sigterm_flushes_every_active_flow";
+    if !require_root(test) {
+        return;
+    }
+    let Some(shared) = common::shared_or_skip() else {
+        return;
+    };
+    if !common::require(
+        common::have("nfcapd") && common::have("nfdump"),
+        "nfdump (nfcapd) is not installed",
+    ) {
+        return;
+    }
+    let tmp = TempDir::new("shutdown");
+    let mut b = Bench::new(1, None, &shared, &tmp.0);
+    let flows_dir = tmp.0.join("nfcapd");
+    std::fs::create_dir_all(&flows_dir).expect("nfcapd dir");
+    let nfcapd =
+        b.p.command("nfcapd")
+            .args(["-b", "127.0.0.1", "-p", "4739", "-t", "3600", "-w"])
+            .arg(&flows_dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nfcapd");
+    let nfcapd_idx = b.children.len();
+    b.children.push(nfcapd);
+
+    let mut opts = ProbeOpts {
+        iface: "p1",
+        queues: 1,
+        collectors: Vec::new(),
+        metrics_port: 19471,
+        extra_args: Vec::new(),
+        idle_timeout: "300s",
+    };
+    let probe = Probe::start(&b.p, &tmp.0, &opts);
+    let pid = probe.child.id();
+    let caps = cap_eff(pid);
+    assert_eq!(
+        caps,
+        (1 << 12) | (1 << 39),
+        "running daemon keeps exactly CAP_NET_ADMIN and CAP_BPF, got {caps:#x}"
+    );
+
+    // Reload: add the collector.
+    opts.collectors = vec!["udp://127.0.0.1:4739".into()];
+    std::fs::write(tmp.0.join("probe.toml"), config_text(&opts)).expect("rewrite config");
+    signal(pid, libc::SIGHUP);
+    wait_for(Duration::from_secs(10), "reload applied", || {
+        probe.log_text().contains("reload: collectors applied")
+    });
+
+    // Long-lived connections, still open when SIGTERM comes.
+    let listener =
+        b.s.run(|| TcpListener::bind((SERVER_IP, PORT)).expect("listen"));
+    let stop = AtomicBool::new(false);
+    let mut client_ports = Vec::new();
+    let (status, records, log) = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            listener.set_nonblocking(true).expect("nonblocking");
+            let mut conns = Vec::new();
+            let end = Instant::now() + Duration::from_secs(20);
+            while !stop.load(Ordering::Acquire) && Instant::now() < end {
+                if let Ok((c, _)) = listener.accept() {
+                    conns.push(c);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let streams: Vec<TcpStream> = b.c.run(|| {
+            (0..CONNS)
+                .map(|_| {
+                    TcpStream::connect_timeout(
+                        &format!("{SERVER_IP}:{PORT}").parse().expect("addr"),
+                        Duration::from_secs(5),
+                    )
+                    .expect("connect")
+                })
+                .collect()
+        });
+        client_ports = streams
+            .iter()
+            .map(|s| s.local_addr().expect("addr").port())
+            .collect();
+        for round in 0..10 {
+            for mut s in &streams {
+                s.write_all(format!("round {round}\n").as_bytes())
+                    .expect("write");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let r = probe.stop();
+        stop.store(true, Ordering::Release);
+        drop(streams);
+        r
+    });
+    assert!(status.success(), "SIGTERM must exit 0: {status}\n{log}");
+    assert!(log.contains("XDP program detached"), "{log}");
+
+    // nfcapd writes its file on SIGTERM.
+    signal(b.children[nfcapd_idx].id(), libc::SIGTERM);
+    let _ = wait_exit(
+        &mut b.children[nfcapd_idx],
+        Duration::from_secs(10),
+        "nfcapd",
+    );
+    let out = Command::new("nfdump")
+        .arg("-R")
+        .arg(&flows_dir)
+        .args(["-o", "json"])
+        .output()
+        .expect("nfdump");
+    assert!(
+        out.status.success(),
+        "nfdump: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let collected: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let ours: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["server_port"] == PORT)
+        .collect();
+    assert_eq!(
+        ours.len(),
+        CONNS,
+        "one record per open connection in the JSON output"
+    );
+    for port in &client_ports {
+        let hit = collected.iter().find(|r| {
+            r["proto"] == 6
+                && ((r["src_port"] == *port && r["dst_port"] == PORT)
+                    || (r["dst_port"] == *port && r["src_port"] == PORT))
+        });
+        let Some(hit) = hit else {
+            panic!("connection from port {port} missing at the collector: {collected:#?}");
+        };
+        let pkts =
+            hit["in_packets"].as_u64().unwrap_or(0) + hit["out_packets"].as_u64().unwrap_or(0);
+        let want: u64 = ours
+            .iter()
+            .filter(|r| r["client_port"] == *port)
+            .map(|r| {
+                r["c2s"]["packets"].as_u64().unwrap_or(0)
+                    + r["s2c"]["packets"].as_u64().unwrap_or(0)
+            })
+            .sum();
+        assert_eq!(
+            pkts, want,
+            "collector's packet count for port {port}: {hit}"
+        );
+        assert!(pkts >= 10 + 3, "handshake and ten writes at least");
+    }
+}

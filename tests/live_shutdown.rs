@@ -81,12 +81,16 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
         "running daemon keeps exactly CAP_NET_ADMIN and CAP_BPF, got {caps:#x}"
     );
 
-    // Reload: add the collector.
+    // Reload: add the collector and change the idle timeout.
     opts.collectors = vec!["udp://127.0.0.1:4739".into()];
+    opts.idle_timeout = "200s";
     std::fs::write(tmp.0.join("probe.toml"), config_text(&opts)).expect("rewrite config");
     signal(pid, libc::SIGHUP);
     wait_for(Duration::from_secs(10), "reload applied", || {
-        probe.log_text().contains("reload: collectors applied")
+        let log = probe.log_text();
+        log.contains("reload: collectors applied")
+            && log.contains("reload: flow timeouts applied")
+            && log.contains("flow timeouts reloaded")
     });
 
     // Long-lived connections, still open when SIGTERM comes.

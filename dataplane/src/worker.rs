@@ -55,6 +55,11 @@ impl Worker {
         }
     }
 
+    /// New timeouts from a config reload (see `FlowTable::set_timeouts`).
+    pub fn set_timeouts(&mut self, cfg: &FlowConfig) {
+        self.table.set_timeouts(cfg);
+    }
+
     /// Lets time pass without packets (live capture on a quiet queue).
     pub fn on_tick(&mut self, now: Timestamp, out: &mut impl FnMut(FlowRecord)) {
         self.table.tick(now, out);

@@ -12,8 +12,9 @@
 //! nothing is dropped at exit), shut the exporter down and return. A second
 //! SIGTERM/SIGINT during that exits at once with status 1. SIGHUP re-reads
 //! the config and applies what needs no re-attach: collectors (the exporter
-//! keeps unchanged ones connected) and the log interval; other changes are
-//! logged as needing a restart.
+//! keeps unchanged ones connected), flow timeouts (each worker applies them
+//! at its next tick) and the log interval; other changes are logged as
+//! needing a restart.
 
 use std::{
     io::Write,
@@ -403,7 +404,7 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
             log_line(&report);
         }
         if signals.hup.swap(false, Ordering::AcqRel) {
-            reload(&opts.config, &cfg, &exporter, &mut log_interval);
+            reload(&opts.config, &cfg, &exporter, &control, &mut log_interval);
         }
     }
 
@@ -450,7 +451,13 @@ fn open_json(p: &Path) -> Result<std::fs::File, DaemonError> {
 }
 
 /// SIGHUP: apply what can change without re-attaching.
-fn reload(path: &Path, old: &Config, exporter: &Exporter, log_interval: &mut Duration) {
+fn reload(
+    path: &Path,
+    old: &Config,
+    exporter: &Exporter,
+    control: &Control,
+    log_interval: &mut Duration,
+) {
     let new = match xdprobe_config::load(path) {
         Ok(c) => c,
         Err(e) => {
@@ -472,8 +479,23 @@ fn reload(path: &Path, old: &Config, exporter: &Exporter, log_interval: &mut Dur
         }
     }
     *log_interval = new.probe.log_interval;
-    if new.flow != old.flow {
-        tracing::warn!("reload: [flow] changes (timeouts, capacity) take effect after a restart");
+    let (mut fresh, running) = (flow_config(&new), flow_config(old));
+    let timeouts = |c: &FlowConfig| (c.idle_timeout, c.active_timeout, c.tcp_linger);
+    if timeouts(&fresh) != timeouts(&running) {
+        if let Ok(mut slot) = control.flow_update.lock() {
+            *slot = Some(fresh.clone());
+        }
+        control.flow_generation.fetch_add(1, Ordering::AcqRel);
+        tracing::info!(
+            idle = ?fresh.idle_timeout,
+            active = ?fresh.active_timeout,
+            linger = ?fresh.tcp_linger,
+            "reload: flow timeouts applied"
+        );
+    }
+    (fresh.idle_timeout, fresh.active_timeout, fresh.tcp_linger) = timeouts(&running);
+    if fresh != running {
+        tracing::warn!("reload: [flow] capacity / npm changes take effect after a restart");
     }
     if new.interfaces != old.interfaces
         || new.filter != old.filter

@@ -65,6 +65,10 @@ pub struct Control {
     pub rx_done: AtomicUsize,
     /// How many workers there are (all interfaces).
     pub workers: AtomicUsize,
+    /// Flow timeouts from the last SIGHUP reload; workers apply them at
+    /// their next tick when `flow_generation` moved.
+    pub flow_update: Mutex<Option<FlowConfig>>,
+    pub flow_generation: AtomicUsize,
 }
 
 /// Everything one worker thread needs; built by the daemon.
@@ -113,6 +117,7 @@ impl QueueWorker {
         let mut emit = |rec: FlowRecord| sink.send(rec);
         let mut rx = LoopStats::default();
         let read_time = self.read_time_stamps;
+        let mut flow_generation = self.control.flow_generation.load(Ordering::Acquire);
 
         loop {
             let stopping = self.control.stop_rx.load(Ordering::Acquire);
@@ -174,6 +179,14 @@ impl QueueWorker {
             }
             if last_tick.elapsed() >= self.tick {
                 last_tick = Instant::now();
+                let g = self.control.flow_generation.load(Ordering::Acquire);
+                if g != flow_generation {
+                    flow_generation = g;
+                    if let Ok(Some(cfg)) = self.control.flow_update.lock().as_deref() {
+                        worker.set_timeouts(cfg);
+                        tracing::info!(queue = self.socket.queue, "flow timeouts reloaded");
+                    }
+                }
                 clock.refresh();
                 worker.on_tick(unix_now(), &mut emit);
                 self.publish(&worker, rx);

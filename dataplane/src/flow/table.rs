@@ -475,6 +475,16 @@ impl FlowTable {
         }
     }
 
+    /// Applies new idle/active/linger timeouts to the running table (config
+    /// reload). Flows keep their state; every deadline is re-evaluated at
+    /// the next packet or tick. Capacity and NPM need a new table.
+    pub fn set_timeouts(&mut self, cfg: &FlowConfig) {
+        self.cfg_idle_ns = dur_ns(cfg.idle_timeout);
+        self.cfg_active_ns = dur_ns(cfg.active_timeout);
+        self.cfg_linger_ns = dur_ns(cfg.tcp_linger);
+        self.next_deadline = Timestamp::ZERO;
+    }
+
     /// Advances packet time without a packet (a live worker calls this when
     /// its queue is quiet, with the current capture-clock time).
     pub fn tick(&mut self, now: Timestamp, out: &mut impl FnMut(FlowRecord)) {

@@ -297,3 +297,19 @@ fn idle_record_leaves_within_two_timeouts() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].end, Timestamp(5_000 * MS));
 }
+
+#[test]
+fn shorter_idle_timeout_applies_on_reload() {
+    let mut t = FlowTable::new(&cfg());
+    let mut out = vec![];
+    t.process(&udp(C, 51000, S, 2000, 10), Timestamp(0), &mut |r| out.push(r));
+    t.tick(Timestamp(3_000 * MS), &mut |r| out.push(r));
+    assert!(out.is_empty());
+    t.set_timeouts(&FlowConfig {
+        idle_timeout: Duration::from_secs(2),
+        ..cfg()
+    });
+    t.tick(Timestamp(3_001 * MS), &mut |r| out.push(r));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].end_reason, EndReason::Idle);
+}

@@ -302,7 +302,9 @@ fn idle_record_leaves_within_two_timeouts() {
 fn shorter_idle_timeout_applies_on_reload() {
     let mut t = FlowTable::new(&cfg());
     let mut out = vec![];
-    t.process(&udp(C, 51000, S, 2000, 10), Timestamp(0), &mut |r| out.push(r));
+    t.process(&udp(C, 51000, S, 2000, 10), Timestamp(0), &mut |r| {
+        out.push(r)
+    });
     t.tick(Timestamp(3_000 * MS), &mut |r| out.push(r));
     assert!(out.is_empty());
     t.set_timeouts(&FlowConfig {

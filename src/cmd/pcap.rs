@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::ValueEnum;
 use xdprobe_dataplane::output::{Format, RecordWriter};
-use xdprobe_dataplane::source::pcap::PcapReader;
+use xdprobe_dataplane::source::pcap::{PcapReader, RawPacket};
+use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker, WorkerStats};
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
 
@@ -138,9 +139,10 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             }
         };
         let read_result = loop {
-            match reader.next_packet() {
-                Ok(Some(p)) => worker.on_frame(p.link, p.data, p.wire_len, p.ts, &mut emit),
-                Ok(None) => break Ok(()),
+            let mut batch = [RawPacket::default(); BATCH];
+            match reader.next_batch(&mut batch) {
+                Ok(0) => break Ok(()),
+                Ok(n) => worker.on_batch(&batch[..n], &mut emit),
                 Err(e) => break Err(e),
             }
         };

@@ -2,8 +2,9 @@
 //! it, and time-ordered lists for expiry. No locks, no allocation after
 //! construction (the slab, index and free list are sized from the config).
 //!
-//! Memory per flow: `size_of::<Flow>()` in the slab plus 4 bytes of index and
-//! 1 control byte in the `HashTable` (sized for the capacity at 7/8 load);
+//! Memory per flow: `size_of::<Flow>()` in the slab plus 8 bytes of index
+//! (slot + hash tag) and 1 control byte in the `HashTable` (sized for the
+//! capacity at 7/8 load);
 //! `flow::table::tests::memory_per_flow` prints and bounds it.
 
 use std::hash::BuildHasher;
@@ -65,6 +66,9 @@ struct Counters {
 struct Flow {
     key: FlowKey,
     hash: u64,
+    /// False once the flow ended and its slot is free (a stale candidate
+    /// from `prepare` must not match it).
+    live: bool,
     links: Links,
     client: Side,
     guessed: bool,
@@ -131,6 +135,56 @@ impl Flow {
     }
 }
 
+/// What the hash index holds per flow: the slab slot and the upper half of
+/// the key's hash. The tag lets a lookup pick its candidate without reading
+/// the slab (so the slab entry can be prefetched first and the key compared
+/// later, see [`FlowTable::prepare`]).
+#[derive(Clone, Copy, Debug)]
+struct IndexSlot {
+    idx: u32,
+    tag: u32,
+}
+
+#[inline]
+fn tag_of(hash: u64) -> u32 {
+    (hash >> 32) as u32
+}
+
+/// A packet's key, hash and candidate flow, computed ahead of
+/// [`FlowTable::process_prepared`] so the candidate's cache lines are on
+/// their way while earlier packets of a batch are processed.
+#[derive(Clone, Copy, Debug)]
+pub struct Prepared {
+    key: FlowKey,
+    side: Side,
+    hash: u64,
+    /// Slab slot whose tag matched; confirmed (live, same key) before use.
+    candidate: Option<u32>,
+}
+
+/// Hints the CPU to fetch `bytes` from `p` into cache. Never faults: a
+/// prefetch of any address is architecturally a no-op if it is invalid.
+#[inline(always)]
+fn prefetch<T>(p: *const T, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let base = p.cast::<i8>();
+        let mut off = 0;
+        while off < bytes {
+            // SAFETY: prefetch has no memory-safety preconditions: it never
+            // dereferences architecturally and ignores invalid addresses;
+            // `wrapping_add` keeps the pointer arithmetic defined.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(off)) };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (p, bytes);
+    }
+}
+
 struct Slab(Vec<Flow>);
 
 impl Linked for Slab {
@@ -157,7 +211,7 @@ pub struct FlowTable {
     cfg_linger_ns: u64,
     npm: bool,
     capacity: usize,
-    index: HashTable<u32>,
+    index: HashTable<IndexSlot>,
     hasher: hashbrown::DefaultHashBuilder,
     slab: Slab,
     free: Vec<u32>,
@@ -224,6 +278,68 @@ impl FlowTable {
         ts: Timestamp,
         out: &mut impl FnMut(FlowRecord),
     ) {
+        let prep = self.prepare(pkt);
+        self.process_prepared(pkt, &prep, ts, out);
+    }
+
+    /// First half of [`process`](Self::process), with no side effects: the
+    /// key, its hash and the candidate flow by hash tag, whose slab entry is
+    /// prefetched. Fragments are keyed in `process_prepared` (the fragment
+    /// table is stateful).
+    #[inline]
+    pub fn prepare(&self, pkt: &PacketMeta<'_>) -> Prepared {
+        let mut p = self.key_of(pkt);
+        self.find_candidate(pkt, &mut p);
+        p
+    }
+
+    /// Key and hash of a packet (pure computation, no table access).
+    #[inline]
+    pub fn key_of(&self, pkt: &PacketMeta<'_>) -> Prepared {
+        let (key, side) = FlowKey::canonical(
+            pkt.src,
+            pkt.src_port,
+            pkt.dst,
+            pkt.dst_port,
+            pkt.proto,
+            pkt.vlan,
+        );
+        Prepared {
+            key,
+            side,
+            hash: self.hasher.hash_one(key),
+            candidate: None,
+        }
+    }
+
+    /// Looks up the candidate flow by hash tag (index only, no slab read)
+    /// and prefetches its slab entry. A batch calls this for all its
+    /// packets back to back, so the index cache misses of different packets
+    /// overlap.
+    #[inline]
+    pub fn find_candidate(&self, pkt: &PacketMeta<'_>, p: &mut Prepared) {
+        if pkt.fragment != Fragment::None {
+            return;
+        }
+        let tag = tag_of(p.hash);
+        p.candidate = self.index.find(p.hash, |s| s.tag == tag).map(|s| s.idx);
+        if let Some(i) = p.candidate
+            && let Some(f) = self.slab.0.get(i as usize)
+        {
+            prefetch(f, std::mem::size_of::<Flow>());
+        }
+    }
+
+    /// Second half of [`process`](Self::process): everything with effects,
+    /// in packet order.
+    #[inline]
+    pub fn process_prepared(
+        &mut self,
+        pkt: &PacketMeta<'_>,
+        prep: &Prepared,
+        ts: Timestamp,
+        out: &mut impl FnMut(FlowRecord),
+    ) {
         if ts > self.now {
             self.now = ts;
             if ts >= self.next_deadline {
@@ -234,8 +350,8 @@ impl FlowTable {
         self.stats.packets += 1;
         self.stats.bytes += u64::from(pkt.ip_len);
 
-        let (sport, dport) = match pkt.fragment {
-            Fragment::None => (pkt.src_port, pkt.dst_port),
+        let (key, side, hash, candidate) = match pkt.fragment {
+            Fragment::None => (prep.key, prep.side, prep.hash, prep.candidate),
             Fragment::First { id } => {
                 self.frags.first(
                     pkt.src,
@@ -246,16 +362,28 @@ impl FlowTable {
                     pkt.dst_port,
                     now,
                 );
-                (pkt.src_port, pkt.dst_port)
+                (prep.key, prep.side, prep.hash, None)
             }
             Fragment::Later { id, more, .. } => {
-                self.frags.later(pkt.src, pkt.dst, pkt.proto, id, more, now)
+                let (sport, dport) = self.frags.later(pkt.src, pkt.dst, pkt.proto, id, more, now);
+                let (key, side) =
+                    FlowKey::canonical(pkt.src, sport, pkt.dst, dport, pkt.proto, pkt.vlan);
+                (key, side, self.hasher.hash_one(key), None)
             }
         };
-        let (key, side) = FlowKey::canonical(pkt.src, sport, pkt.dst, dport, pkt.proto, pkt.vlan);
-        let hash = self.hasher.hash_one(key);
 
-        let mut idx = self.lookup(&key, hash);
+        // The candidate is confirmed here: earlier packets of the batch may
+        // have ended its flow or reused its slot since it was prepared.
+        let confirmed = candidate.filter(|&i| {
+            self.slab
+                .0
+                .get(i as usize)
+                .is_some_and(|f| f.live && f.key == key)
+        });
+        let mut idx = match confirmed {
+            Some(i) => Some(i),
+            None => self.lookup(&key, hash),
+        };
         if let Some(i) = idx {
             let f = &self.slab.0[i as usize];
             if now.nanos_since(f.last) >= self.cfg_idle_ns {
@@ -309,9 +437,10 @@ impl FlowTable {
     #[inline]
     fn lookup(&self, key: &FlowKey, hash: u64) -> Option<u32> {
         let slab = &self.slab.0;
+        let tag = tag_of(hash);
         self.index
-            .find(hash, |&i| slab[i as usize].key == *key)
-            .copied()
+            .find(hash, |s| s.tag == tag && slab[s.idx as usize].key == *key)
+            .map(|s| s.idx)
     }
 
     fn insert(
@@ -336,6 +465,7 @@ impl FlowTable {
         let flow = Flow {
             key,
             hash,
+            live: true,
             links: Links::default(),
             client: roles.client,
             guessed: roles.guessed,
@@ -362,8 +492,15 @@ impl FlowTable {
             }
         };
         let slab = &self.slab.0;
-        let hasher = |&j: &u32| slab[j as usize].hash;
-        self.index.insert_unique(hash, i, hasher);
+        let hasher = |s: &IndexSlot| slab[s.idx as usize].hash;
+        self.index.insert_unique(
+            hash,
+            IndexSlot {
+                idx: i,
+                tag: tag_of(hash),
+            },
+            hasher,
+        );
         self.lists.push_back(&mut self.slab, ListId::Lru, i);
         self.lists.push_back(&mut self.slab, ListId::Active, i);
         let first_due = self
@@ -383,12 +520,14 @@ impl FlowTable {
             out(f.record(reason));
         }
         let hash = f.hash;
-        if let Ok(e) = self.index.find_entry(hash, |&j| j == i) {
+        if let Ok(e) = self.index.find_entry(hash, |s| s.idx == i) {
             e.remove();
         }
         self.lists.remove_all(&mut self.slab, i);
         // Drop the metric state now rather than when the slot is reused.
-        self.slab.0[i as usize].metrics = L4Metrics::None;
+        let f = &mut self.slab.0[i as usize];
+        f.metrics = L4Metrics::None;
+        f.live = false;
         self.free.push(i);
     }
 

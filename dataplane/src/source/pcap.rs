@@ -52,7 +52,7 @@ use crate::time::Timestamp;
 pub const MAX_CAPLEN: u32 = 262_144;
 
 /// One captured packet, borrowed from the reader's buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct RawPacket<'a> {
     /// Capture time from the file, Unix nanoseconds.
     pub ts: Timestamp,
@@ -285,7 +285,10 @@ impl PcapReader<memmap2::Mmap> {
         // while it is mapped (SIGBUS or changing bytes); capture files are
         // written once and then read, and every length read from the map is
         // bounds-checked, so changed bytes can only produce a PcapError.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(open_err)?;
+        // MAP_POPULATE: the kernel maps every page of the (page-cached) file
+        // at once instead of taking one minor fault per 4 KiB as the reader
+        // walks it; on a 478 MB capture that was a third of the run time.
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(open_err)?;
         // Only a hint for read-ahead: reading is correct without it.
         #[cfg(unix)]
         let _ = map.advise(memmap2::Advice::Sequential);
@@ -331,6 +334,31 @@ impl<B: AsRef<[u8]>> PcapReader<B> {
             Format::Classic(c) => c.next(bytes, &mut self.pos, &mut self.clipped),
             Format::PcapNg(ng) => ng.next(bytes, &mut self.pos, &mut self.clipped),
         }
+    }
+
+    /// Up to `out.len()` packets at once, for batched processing; returns
+    /// how many were written (0 at a clean end of file). An error after some
+    /// packets is held back: those packets are returned and the next call
+    /// reports the error (the reader stays on the faulty record).
+    pub fn next_batch<'a>(&'a mut self, out: &mut [RawPacket<'a>]) -> Result<usize, PcapError> {
+        let bytes = self.buf.as_ref();
+        let mut n = 0;
+        for slot in out.iter_mut() {
+            let next = match &mut self.format {
+                Format::Classic(c) => c.next(bytes, &mut self.pos, &mut self.clipped),
+                Format::PcapNg(ng) => ng.next(bytes, &mut self.pos, &mut self.clipped),
+            };
+            match next {
+                Ok(Some(p)) => {
+                    *slot = p;
+                    n += 1;
+                }
+                Ok(None) => break,
+                Err(e) if n == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(n)
     }
 
     /// Byte offset of the next record or block.

@@ -249,7 +249,7 @@ fn timestamps_going_backwards_do_not_expire_or_panic() {
 #[test]
 fn memory_per_flow() {
     let slab = std::mem::size_of::<Flow>();
-    let index = std::mem::size_of::<u32>() + 1;
+    let index = 2 * std::mem::size_of::<u32>() + 1;
     let total = slab + index * 8 / 7;
     println!("flow slab entry {slab} B + index {index} B/7*8 => ~{total} B per flow");
     assert!(total <= 512, "flow entry grew to {total} B");

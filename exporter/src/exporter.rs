@@ -76,7 +76,9 @@ pub struct Exporter {
 
 impl Exporter {
     /// Validate the configuration, open every collector and start the thread.
-    pub fn spawn(cfg: ExporterConfig) -> Result<Exporter, ExporterError> {
+    pub fn spawn(mut cfg: ExporterConfig) -> Result<Exporter, ExporterError> {
+        // Resolved once: every collector (and later reconfigure) sends the same name.
+        cfg.observation_name = Some(cfg.resolved_observation_name());
         let poll = Poll::new().map_err(ExporterError::Poll)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(ExporterError::Poll)?);
         let mut next_token = 0usize;

@@ -56,6 +56,8 @@ pub mod iana {
     pub const IGNORED_PACKET_TOTAL_COUNT: u16 = 164;
     pub const NOT_SENT_FLOW_TOTAL_COUNT: u16 = 166;
     pub const BIFLOW_DIRECTION: u16 = 239;
+    /// string, variable length: a human-readable label of the domain.
+    pub const OBSERVATION_DOMAIN_NAME: u16 = 300;
     /// NetFlow v9 options scope "System" (RFC 3954 §6.1).
     pub const NF9_SCOPE_SYSTEM: u16 = 1;
 }

@@ -73,6 +73,32 @@ pub struct ExporterConfig {
     /// Packets the probe ignored (parse drops), reported as
     /// ignoredPacketTotalCount when the data plane provides the counter.
     pub ignored_packets: Option<Arc<AtomicU64>>,
+    /// What the collector's users see as the name of this observation
+    /// domain (IPFIX observationDomainName, sent with every template
+    /// (re)send), e.g. `"xdprobe edge1: eth0,eth1"`. `None`: `"xdprobe on
+    /// <hostname>"`; `Some("")`: not sent. Cut to fit next to the templates
+    /// in one message. NetFlow v9 cannot carry it (no variable-length
+    /// fields).
+    pub observation_name: Option<String>,
+}
+
+impl ExporterConfig {
+    /// The observationDomainName this configuration sends.
+    pub fn resolved_observation_name(&self) -> String {
+        self.observation_name
+            .clone()
+            .unwrap_or_else(|| format!("xdprobe on {}", hostname()))
+    }
+}
+
+/// This machine's host name, for observation names (`/proc`, so no libc
+/// call; `"unknown-host"` if it cannot be read).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_string())
 }
 
 impl Default for ExporterConfig {
@@ -91,6 +117,7 @@ impl Default for ExporterConfig {
             observation_domain: 1,
             shutdown_timeout: Duration::from_secs(5),
             ignored_packets: None,
+            observation_name: None,
         }
     }
 }

@@ -16,7 +16,7 @@ use xdprobe_dataplane::FlowRecord;
 use crate::collector::{CollectorSpec, Target};
 use crate::encode::{Encoder, ExportClock};
 use crate::stats::CollectorStats;
-use crate::template::{OptionsValues, Templates};
+use crate::template::{Format, OptionsValues, Templates};
 use crate::transport::Sent;
 use crate::transport::file::FileOut;
 use crate::transport::tcp::{Change, TcpOut};
@@ -54,6 +54,9 @@ pub struct Link {
     msgs_since_templates: u32,
     /// TCP: templates already sent on this connection.
     session_templated: bool,
+    /// The observation-domain-name record goes out after every template
+    /// (re)send; it waits for the next message if it did not fit.
+    domain_name_due: bool,
     pub options_due: bool,
     /// Records in the TCP message the kernel has not fully taken yet.
     pending: u64,
@@ -77,7 +80,7 @@ pub fn max_message_len(mtu: usize, target: &Target) -> usize {
 /// Build the encoder for a spec (also used to validate a spec up front).
 pub fn encoder_for(spec: &CollectorSpec, cfg: &ExporterConfig) -> Result<Encoder, ExporterError> {
     let templates = Templates::new(spec.format, spec.mode, spec.profile, cfg.pen);
-    Encoder::new(
+    let mut enc = Encoder::new(
         spec.format,
         spec.mode,
         templates,
@@ -88,7 +91,9 @@ pub fn encoder_for(spec: &CollectorSpec, cfg: &ExporterConfig) -> Result<Encoder
         url: spec.url.clone(),
         mtu: cfg.mtu,
         needed,
-    })
+    })?;
+    enc.set_domain_name(&cfg.resolved_observation_name());
+    Ok(enc)
 }
 
 impl Link {
@@ -98,6 +103,11 @@ impl Link {
         token: Token,
     ) -> Result<Self, ExporterError> {
         let enc = encoder_for(&spec, cfg)?;
+        let name = cfg.resolved_observation_name();
+        if spec.format == Format::Ipfix && enc.domain_name().len() < name.len() {
+            warn!(collector = %spec, name, sent = enc.domain_name(),
+                "observation name cut to fit next to the templates in one message");
+        }
         let io_err = |source| ExporterError::Io {
             url: spec.url.clone(),
             source,
@@ -130,6 +140,7 @@ impl Link {
             last_templates: None,
             msgs_since_templates: 0,
             session_templated: false,
+            domain_name_due: false,
             options_due: false,
             pending: 0,
             overflow_unlogged: 0,
@@ -234,7 +245,7 @@ impl Link {
     /// there was nothing to send.
     fn build(&mut self, now: Instant, g: Globals) -> Option<u64> {
         let templates = self.templates_due(now);
-        if self.queue.is_empty() && !self.options_due && !templates {
+        if self.queue.is_empty() && !self.options_due && !templates && !self.domain_name_due {
             return None;
         }
         let unix = SystemTime::now()
@@ -248,8 +259,18 @@ impl Link {
             self.last_templates = Some(now);
             self.msgs_since_templates = 0;
             self.session_templated = true;
+            self.domain_name_due = true;
         }
+        // Options records are not flow records in the link's counters.
         let mut options = 0;
+        if self.domain_name_due {
+            // NoRoom cannot happen after the templates (the name was cut to
+            // fit with them); otherwise it waits for the next message.
+            if let Ok(written) = self.enc.write_domain_name(clock) {
+                self.domain_name_due = false;
+                options += u64::from(written);
+            }
+        }
         if self.options_due {
             let v = OptionsValues {
                 observation_domain: self.domain,
@@ -261,7 +282,7 @@ impl Link {
             };
             if self.enc.write_options(&v, clock).is_ok() {
                 self.options_due = false;
-                options = 1;
+                options += 1;
             }
         }
         while let Some(r) = self.queue.front() {

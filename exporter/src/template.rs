@@ -1,11 +1,12 @@
 //! Template layouts: one flow template per address family, chosen by the
 //! collector's format (IPFIX / NetFlow v9), mode (biflow / uniflow) and
-//! profile (xdprobe / ntop), plus the exporter-statistics options template.
+//! profile (xdprobe / ntop), plus the exporter-statistics options template
+//! and, in IPFIX, the options template that names the observation domain.
 //!
 //! Every collector has its own encoder and therefore its own template IDs
 //! space; the IDs below are per transport session.
 
-use crate::ie::{Field, NPM_ELEMENTS, Npm, PEN_NTOP, PEN_REVERSE, Side, Value, iana, ntop};
+use crate::ie::{Field, NPM_ELEMENTS, Npm, PEN_NTOP, PEN_REVERSE, Side, VARLEN, Value, iana, ntop};
 
 /// Wire format of one collector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,6 +40,7 @@ pub enum Profile {
 pub const TEMPLATE_ID_V4: u16 = 256;
 pub const TEMPLATE_ID_V6: u16 = 257;
 pub const TEMPLATE_ID_OPTIONS: u16 = 258;
+pub const TEMPLATE_ID_DOMAIN_NAME: u16 = 259;
 
 /// A data template: its ID, fields and the fixed length of one record.
 #[derive(Clone, Debug)]
@@ -110,12 +112,49 @@ impl OptionsTemplate {
     }
 }
 
+/// The options template that labels the observation domain for the
+/// collector's users: scope observationDomainId, then observationDomainName
+/// as a variable-length string (RFC 7011 §7). IPFIX only: NetFlow v9 has
+/// no variable-length fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DomainNameTemplate {
+    pub id: u16,
+    /// (id, len) of the scope field.
+    pub scope: (u16, u16),
+    /// (id, len) of the name: len is always [`VARLEN`].
+    pub name: (u16, u16),
+}
+
+impl DomainNameTemplate {
+    pub const fn new() -> Self {
+        DomainNameTemplate {
+            id: TEMPLATE_ID_DOMAIN_NAME,
+            scope: (iana::OBSERVATION_DOMAIN_ID, 4),
+            name: (iana::OBSERVATION_DOMAIN_NAME, VARLEN),
+        }
+    }
+
+    /// Bytes of the record before the name's length prefix.
+    pub fn fixed_len(&self) -> usize {
+        usize::from(self.scope.1)
+    }
+}
+
+impl Default for DomainNameTemplate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Everything one collector's encoder announces.
 #[derive(Clone, Debug)]
 pub struct Templates {
     pub v4: FlowTemplate,
     pub v6: FlowTemplate,
     pub options: OptionsTemplate,
+    /// Announced only when the encoder has a name to send (IPFIX, non-empty
+    /// name): see `Encoder::set_domain_name`.
+    pub domain_name: Option<DomainNameTemplate>,
 }
 
 impl Templates {
@@ -130,6 +169,7 @@ impl Templates {
                 flow_fields(true, format, mode, profile, pen),
             ),
             options: OptionsTemplate::new(format),
+            domain_name: None,
         }
     }
 }

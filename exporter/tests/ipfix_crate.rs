@@ -3,6 +3,10 @@
 //! elements it knows, so values are checked in uniflow mode (no reverse
 //! elements sharing an ID) and the NPM elements are checked by tshark and
 //! pmacct instead (tests/collectors.rs).
+//!
+//! The crate panics on variable-length fields, so the observation-domain-name
+//! sets (template 259) are cut out of each message first and decoded by the
+//! small reader in `common::strip_domain_name`; tshark checks them too.
 
 mod common;
 
@@ -16,6 +20,12 @@ use xdprobe_exporter::encode::{Encoder, ExportClock};
 use xdprobe_exporter::ie::PEN_DOCUMENTATION;
 use xdprobe_exporter::template::{Format, Mode, OptionsValues, Profile, Templates};
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
+
+/// Over 255 bytes with multi-byte characters: the 3-byte length form.
+const NAME: &str = "xdprobe tëst-host: \
+    eth0,eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8,eth9,eth10,eth11,eth12,eth13,eth14,\
+    eth15,eth16,eth17,eth18,eth19,eth20,eth21,eth22,eth23,eth24,eth25,eth26,eth27,eth28,\
+    eth29,eth30,eth31,eth32,eth33,eth34,eth35,eth36,eth37,eth38,eth39 → uplink ✓";
 
 const CLOCK: ExportClock = ExportClock {
     unix_secs: 1_709_300_000,
@@ -32,8 +42,10 @@ fn encode_all(
 ) -> Vec<Vec<u8>> {
     let t = Templates::new(Format::Ipfix, mode, profile, PEN_DOCUMENTATION);
     let mut e = Encoder::new(Format::Ipfix, mode, t, 7, max).unwrap();
+    e.set_domain_name(NAME);
     let mut out = Vec::new();
     e.write_templates(CLOCK).unwrap();
+    assert_eq!(e.write_domain_name(CLOCK), Ok(true));
     for r in recs {
         if e.write_record(r, CLOCK).is_err() {
             out.push(e.finish().unwrap().to_vec());
@@ -55,8 +67,18 @@ fn encode_all(
 }
 
 /// Parse with the `ipfix` crate in a thread (it can loop on malformed
-/// input: a hang must fail the test, not stall it).
-fn decode(msgs: Vec<Vec<u8>>) -> Vec<Value> {
+/// input: a hang must fail the test, not stall it), after cutting out the
+/// observation-domain-name sets, which are returned separately.
+fn decode_all(msgs: Vec<Vec<u8>>) -> (Vec<Value>, Vec<(u32, String)>) {
+    let mut names = Vec::new();
+    let msgs: Vec<Vec<u8>> = msgs
+        .iter()
+        .map(|m| {
+            let (m, n) = strip_domain_name(m);
+            names.extend(n);
+            m
+        })
+        .collect();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut c = IpfixConsumer::new();
@@ -72,8 +94,14 @@ fn decode(msgs: Vec<Vec<u8>>) -> Vec<Value> {
         }
         let _ = tx.send(recs);
     });
-    rx.recv_timeout(Duration::from_secs(10))
-        .expect("ipfix crate hung or panicked")
+    let recs = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("ipfix crate hung or panicked");
+    (recs, names)
+}
+
+fn decode(msgs: Vec<Vec<u8>>) -> Vec<Value> {
+    decode_all(msgs).0
 }
 
 fn u(v: &Value, k: &str) -> u64 {
@@ -162,6 +190,13 @@ fn sequence_numbers_count_data_records() {
     let recs: Vec<_> = (0..30).map(tcp_record).collect();
     let msgs = encode_all(Mode::Biflow, Profile::Xdprobe, &recs, 1452);
     let first = decode(msgs[..1].to_vec()).len();
+    let (_, names) = decode_all(msgs.clone());
+    assert_eq!(
+        names,
+        vec![(7, NAME.to_string())],
+        "one name record, 3-byte length form"
+    );
+    assert!(NAME.len() > 255);
     let mut expected = 0u32;
     for (i, m) in msgs.iter().enumerate() {
         assert_eq!(u16::from_be_bytes([m[0], m[1]]), 10);
@@ -173,15 +208,19 @@ fn sequence_numbers_count_data_records() {
         assert_eq!(u32::from_be_bytes([m[8], m[9], m[10], m[11]]), expected);
         assert_eq!(u32::from_be_bytes([m[12], m[13], m[14], m[15]]), 7);
         // Data records the independent parser finds in this message (it
-        // needs the templates of the first one).
+        // needs the templates of the first one), plus the name record(s)
+        // cut out for it.
         let n = if i == 0 {
             first
         } else {
             decode(vec![msgs[0].clone(), m.clone()]).len() - first
         };
-        expected += n as u32;
+        expected += (n + strip_domain_name(m).1.len()) as u32;
     }
-    assert_eq!(expected, 31, "30 flow records + 1 options record");
+    assert_eq!(
+        expected, 32,
+        "30 flow records + 1 statistics record + 1 name record"
+    );
 }
 
 #[test]
@@ -208,7 +247,21 @@ fn file_collector_writes_parseable_rfc5655_file() {
     assert_eq!(stats.collectors[0].not_sent, 0);
     let bytes = std::fs::read(&path).unwrap();
     let msgs = split_ipfix(&bytes);
-    let got = decode(msgs);
+    let (got, names) = decode_all(msgs);
+    // Default name; the host name as `uname -n` reports it.
+    let host = std::process::Command::new("uname")
+        .arg("-n")
+        .output()
+        .unwrap();
+    let want = format!(
+        "xdprobe on {}",
+        String::from_utf8_lossy(&host.stdout).trim()
+    );
+    assert_eq!(
+        names,
+        vec![(1, want)],
+        "file: templates and name once, at the start"
+    );
     let ports: Vec<u64> = got
         .iter()
         .filter(|v| v.get("destinationTransportPort").is_some_and(|p| p == 443))

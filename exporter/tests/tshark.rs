@@ -58,12 +58,23 @@ impl Drop for Dissected {
 /// Export `recs` to a UDP socket we read, wrap the datagrams in a pcap and
 /// hand it to tshark.
 fn export_and_dissect(query: &str, recs: &[xdprobe_dataplane::FlowRecord], tag: &str) -> Dissected {
+    export_named(query, recs, tag, None)
+}
+
+/// The same with an observation name (`None`: the default one).
+fn export_named(
+    query: &str,
+    recs: &[xdprobe_dataplane::FlowRecord],
+    tag: &str,
+    observation_name: Option<&str>,
+) -> Dissected {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = sock.local_addr().unwrap().port();
     let cfg = ExporterConfig {
         collectors: vec![CollectorSpec::parse(&format!("udp://127.0.0.1:{port}{query}")).unwrap()],
         template_refresh_packets: 5,
         options_interval: Duration::from_millis(50),
+        observation_name: observation_name.map(str::to_string),
         ..ExporterConfig::default()
     };
     let ex = Exporter::spawn(cfg).unwrap();
@@ -181,6 +192,18 @@ fn tshark_decodes_nfv9_and_ntop_profile() {
     ] {
         let d = export_and_dissect(q, &recs, tag);
         assert_clean(&d.verbose);
+        if q.contains("nfv9") {
+            // No variable-length fields in v9: no name, no template 259.
+            assert!(d.field("cflow.observation_domain_name").is_empty());
+            assert!(!d.field("cflow.template_id").iter().any(|t| t == "259"));
+        } else {
+            let names = d.field("cflow.observation_domain_name");
+            assert!(!names.is_empty(), "default name sent");
+            assert!(
+                names.iter().all(|n| n.starts_with("xdprobe on ")),
+                "{names:?}"
+            );
+        }
         let want = if q.contains("uniflow") { 240 } else { 120 };
         assert_eq!(d.field("cflow.srcport").len(), want, "{q}");
         if q.contains("ntop") && !q.contains("nfv9") {
@@ -199,5 +222,58 @@ fn tshark_decodes_nfv9_and_ntop_profile() {
             let oin = d.field("cflow.pie.ntop.ooorder_in_pkts");
             assert_eq!(oin[0], recs[0].c2s.ooo.to_string());
         }
+    }
+}
+
+#[test]
+fn tshark_decodes_the_observation_domain_name() {
+    if !require("tshark") {
+        return;
+    }
+    let recs = mixed_records(60);
+    let long = format!(
+        "xdprobe tëst-hôst: {} → uplink ✓",
+        (0..40)
+            .map(|i| format!("eth{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    assert!(long.len() > 255, "the 3-byte length form");
+    for (name, tag) in [
+        ("xdprobe pcap trace.pcapng", "name-short"),
+        (long.as_str(), "name-long"),
+    ] {
+        let d = export_named("", &recs, tag, Some(name));
+        assert_clean(&d.verbose);
+        let names = d.field("cflow.observation_domain_name");
+        // With every template (re)send: the first message, then every 5.
+        let templates = d.field("cflow.template_id");
+        let sends = templates.iter().filter(|t| *t == "259").count();
+        assert!(sends >= 2, "templates resent: {templates:?}");
+        assert_eq!(names.len(), sends, "one name per template send");
+        assert!(names.iter().all(|n| n == name), "{names:?} vs {name:?}");
+        // The scope field just before each name is the exporter's domain (1).
+        let lines: Vec<&str> = d.verbose.lines().map(str::trim).collect();
+        let scopes: Vec<&str> = lines
+            .windows(2)
+            .filter(|w| w[1].starts_with("Observation Domain Name"))
+            .map(|w| w[0])
+            .collect();
+        assert_eq!(scopes.len(), sends);
+        assert!(
+            scopes.iter().all(|l| *l == "Observation Domain Id: 1"),
+            "{scopes:?}"
+        );
+        let len_field = if name.len() < 255 {
+            "cflow.string_len_short"
+        } else {
+            "cflow.string_len_long"
+        };
+        let lens = d.field(len_field);
+        assert_eq!(lens.len(), sends, "{len_field}: {lens:?}");
+        assert!(
+            lens.iter().all(|l| *l == name.len().to_string()),
+            "{lens:?}"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! options template set ID 3, enterprise bit on field specifiers, and a
 //! sequence number that counts data records.
 
-use crate::template::{FlowTemplate, OptionsTemplate, Templates};
+use crate::template::{DomainNameTemplate, FlowTemplate, OptionsTemplate, Templates};
 
 pub const HEADER_LEN: usize = 16;
 pub const VERSION: u16 = 10;
@@ -24,6 +24,11 @@ pub fn header(len: usize, export_time: u32, seq: u32, domain: u32) -> [u8; HEADE
 /// Bytes of the options template set, header included.
 pub fn options_template_len(o: &OptionsTemplate) -> usize {
     4 + 6 + 4 * (1 + o.fields.len())
+}
+
+/// Bytes of the domain-name options template set, header included.
+pub fn domain_name_template_len(_: &DomainNameTemplate) -> usize {
+    4 + 6 + 4 * 2
 }
 
 fn write_template(out: &mut Vec<u8>, t: &FlowTemplate) {
@@ -67,6 +72,22 @@ pub fn write_template_sets(out: &mut Vec<u8>, t: &Templates) {
         out.extend_from_slice(&len.to_be_bytes());
     }
     patch_len(out, start);
+
+    // A set of its own, so that a decoder without variable-length support
+    // (the `ipfix` crate in the tests) can skip it whole by its set bounds.
+    if let Some(d) = &t.domain_name {
+        let start = out.len();
+        out.extend_from_slice(&SET_OPTIONS_TEMPLATE.to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&d.id.to_be_bytes());
+        out.extend_from_slice(&2u16.to_be_bytes()); // field count
+        out.extend_from_slice(&1u16.to_be_bytes()); // scope field count
+        for (id, len) in [d.scope, d.name] {
+            out.extend_from_slice(&id.to_be_bytes());
+            out.extend_from_slice(&len.to_be_bytes());
+        }
+        patch_len(out, start);
+    }
 }
 
 pub(crate) fn patch_len(out: &mut [u8], start: usize) {

@@ -255,3 +255,57 @@ pub fn recv_all(sock: &UdpSocket, quiet: Duration) -> Vec<Vec<u8>> {
     }
     out
 }
+
+/// Template ID of the observation-domain-name options template.
+pub const DOMAIN_NAME_TEMPLATE: u16 = 259;
+
+/// Remove the observation-domain-name sets from an IPFIX message: the
+/// options template set announcing template 259 and every data set 259.
+/// The `ipfix` crate panics on variable-length fields, so the other tests
+/// hand it the message without them. The removed records are decoded here
+/// (a small RFC 7011 §7 reader, independent of the encoder's code) and
+/// returned as (observation domain ID, name) pairs.
+pub fn strip_domain_name(m: &[u8]) -> (Vec<u8>, Vec<(u32, String)>) {
+    assert!(m.len() >= 16, "short message");
+    let mut out = m[..16].to_vec();
+    let mut names = Vec::new();
+    let mut off = 16;
+    while off + 4 <= m.len() {
+        let id = u16::from_be_bytes([m[off], m[off + 1]]);
+        let len = usize::from(u16::from_be_bytes([m[off + 2], m[off + 3]]));
+        assert!(len >= 4 && off + len <= m.len(), "bad set length {len}");
+        let body = &m[off + 4..off + len];
+        let announces_name = id == 3
+            && body.len() >= 2
+            && u16::from_be_bytes([body[0], body[1]]) == DOMAIN_NAME_TEMPLATE;
+        if announces_name {
+            // Exactly that template and nothing else may be dropped:
+            // ID 259, 2 fields, 1 scope, 149/4, 300/65535.
+            assert_eq!(
+                body,
+                &[1, 3, 0, 2, 0, 1, 0, 149, 0, 4, 1, 44, 0xFF, 0xFF][..],
+                "domain-name template set"
+            );
+        } else if id == DOMAIN_NAME_TEMPLATE {
+            let mut b = body;
+            while b.len() >= 5 {
+                let domain = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+                let (n, skip) = match b[4] {
+                    255 => (usize::from(u16::from_be_bytes([b[5], b[6]])), 7),
+                    n => (usize::from(n), 5),
+                };
+                let s = std::str::from_utf8(&b[skip..skip + n]).expect("UTF-8 name");
+                names.push((domain, s.to_string()));
+                b = &b[skip + n..];
+            }
+            assert!(b.is_empty(), "trailing bytes in a name data set");
+        } else {
+            out.extend_from_slice(&m[off..off + len]);
+        }
+        off += len;
+    }
+    assert_eq!(off, m.len(), "sets fill the message");
+    let total = u16::try_from(out.len()).unwrap();
+    out[2..4].copy_from_slice(&total.to_be_bytes());
+    (out, names)
+}

@@ -109,6 +109,13 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             collectors,
             pen: args.pen,
             ignored_packets: Some(ignored.clone()),
+            observation_name: Some(format!(
+                "xdprobe pcap {}",
+                args.file
+                    .file_name()
+                    .unwrap_or(args.file.as_os_str())
+                    .to_string_lossy()
+            )),
             ..ExporterConfig::default()
         };
         Some((

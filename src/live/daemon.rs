@@ -137,6 +137,15 @@ fn exporter_config(cfg: &Config) -> Result<ExporterConfig, DaemonError> {
         tcp_buffer_records: cfg.export.tcp_buffer_records,
         channel_capacity: cfg.export.channel_capacity,
         observation_domain: cfg.export.observation_domain,
+        observation_name: Some(format!(
+            "xdprobe {}: {}",
+            xdprobe_exporter::hostname(),
+            cfg.interfaces
+                .iter()
+                .map(|i| i.name.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        )),
         ..ExporterConfig::default()
     })
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod demo;
 
 #[derive(Parser)]
 #[command(
@@ -22,7 +23,8 @@ struct Cli {
 enum Command {
     /// Read a pcap/pcapng file and print (and optionally export) its flow records.
     Pcap(cmd::pcap::PcapArgs),
-    /// Run the probe's main job on a built-in default, no NIC or collector needed.
+    /// Run the probe's main job live in throw-away namespaces (root), or on
+    /// the bundled capture (--offline).
     Demo(cmd::demo::DemoArgs),
     /// Run the live appliance from a config file (foreground, for systemd).
     Run(cmd::run::RunArgs),

@@ -1,1 +1,119 @@
-fn main() {}
+//! The whole offline pipeline from memory: `PcapReader::from_bytes` →
+//! `Worker` (parse → flow table → NPM) → records discarded, over the first
+//! million packets of the benchmark capture; NPM on and off, one frame at a
+//! time (`on_frame`, as the live path runs) and batched (`on_batch`, as
+//! `xdprobe pcap` runs).
+//!
+//! The capture prefix is read into one `Vec` before anything is timed, so
+//! no disk I/O and no page-cache faults are measured. Each pass starts a
+//! fresh worker (not timed) and ends with its flush (timed: a file run ends
+//! that way too). Throughput is packets per second on one core.
+//!
+//! `cargo bench -p xdprobe --bench pipeline`
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, SamplingMode, Throughput};
+use xdprobe_dataplane::source::pcap::{PcapReader, RawPacket};
+use xdprobe_dataplane::worker::BATCH;
+use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker};
+
+#[path = "support/data.rs"]
+mod data;
+
+/// Packets per pass: the first million of the bench capture.
+const PACKETS: usize = 1_000_000;
+
+/// How a pass drives the worker.
+#[derive(Clone, Copy)]
+enum Drive {
+    /// `next_packet` → `Worker::on_frame`, one frame at a time (the live
+    /// AF_XDP path).
+    PerFrame,
+    /// `next_batch` → `Worker::on_batch` in batches of `BATCH` (what
+    /// `xdprobe pcap` does).
+    Batched,
+}
+
+/// One pass over the in-memory capture; returns the time of reading,
+/// parsing, flow accounting and the final flush.
+fn pass(cfg: &FlowConfig, capture: &[u8], drive: Drive) -> Duration {
+    let mut worker = Worker::new(cfg);
+    let mut records = 0u64;
+    let mut out = |r: FlowRecord| {
+        records += 1;
+        black_box(&r);
+    };
+    let start = Instant::now();
+    let mut reader = PcapReader::from_bytes(black_box(capture)).expect("capture header");
+    match drive {
+        Drive::PerFrame => {
+            while let Ok(Some(p)) = reader.next_packet() {
+                worker.on_frame(p.link, p.data, p.wire_len, p.ts, &mut out);
+            }
+        }
+        Drive::Batched => loop {
+            let mut batch = [RawPacket::default(); BATCH];
+            match reader.next_batch(&mut batch) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => worker.on_batch(&batch[..n], &mut out),
+            }
+        },
+    }
+    worker.flush(&mut out);
+    let t = start.elapsed();
+    black_box(records);
+    drop(worker);
+    t
+}
+
+fn pipeline(c: &mut Criterion) {
+    let pcap = data::bench_pcap(env!("CARGO_TARGET_TMPDIR"));
+    let (capture, n) = data::pcap_prefix(&pcap, PACKETS);
+    // A sanity pass: every packet must reach the flow table, or the figure
+    // would flatter a pipeline that drops.
+    {
+        let mut w = Worker::new(&FlowConfig::default());
+        let mut r = PcapReader::from_bytes(&capture[..]).expect("capture header");
+        while let Ok(Some(p)) = r.next_packet() {
+            w.on_frame(p.link, p.data, p.wire_len, p.ts, &mut |_| {});
+        }
+        let s = w.stats();
+        assert_eq!(s.frames, n as u64);
+        assert_eq!(
+            s.table.packets, n as u64,
+            "parse drops in the bench capture"
+        );
+    }
+    eprintln!(
+        "pipeline input: {n} packets, {} bytes in memory",
+        capture.len()
+    );
+
+    let mut g = c.benchmark_group("pipeline");
+    g.sampling_mode(SamplingMode::Flat);
+    g.throughput(Throughput::Elements(n as u64));
+    for (drive, drive_name) in [(Drive::PerFrame, "per_frame"), (Drive::Batched, "batched")] {
+        for (npm, npm_name) in [(true, "npm_on"), (false, "npm_off")] {
+            let cfg = FlowConfig {
+                npm,
+                ..FlowConfig::default()
+            };
+            g.bench_function(format!("{drive_name}/{npm_name}"), |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| pass(&cfg, &capture, drive)).sum())
+            });
+        }
+    }
+    g.finish();
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(8))
+        .configure_from_args();
+    pipeline(&mut c);
+    c.final_summary();
+}

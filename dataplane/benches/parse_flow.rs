@@ -1,5 +1,6 @@
 //! Per-stage costs: `parse::parse` over real frames, and
-//! `FlowTable::process` over packets parsed beforehand (NPM on and off).
+//! the flow table over packets parsed beforehand (NPM on and off; one
+//! packet at a time, and in the prefetching batches `Worker::on_batch` uses).
 //!
 //! All inputs are loaded and parsed before the clock starts (`iter_custom`);
 //! a timed pass touches only the stage under test. Throughput is packets
@@ -11,8 +12,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput, measurement::WallTime};
+use xdprobe_dataplane::flow::table::Prepared;
 use xdprobe_dataplane::flow::{FlowConfig, FlowTable};
 use xdprobe_dataplane::parse::{self, PacketMeta};
+use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowRecord, Timestamp};
 
 #[path = "../../benches/support/data.rs"]
@@ -84,9 +87,20 @@ fn parse_benches(c: &mut Criterion) {
     g.finish();
 }
 
-/// One pass of pre-parsed packets through a fresh table; only `process` is
-/// timed (creating the table, the final flush and freeing are not).
-fn flow_pass(cfg: &FlowConfig, pkts: &[(PacketMeta<'_>, Timestamp)]) -> Duration {
+/// How a pass feeds the table.
+#[derive(Clone, Copy)]
+enum Feed {
+    /// `FlowTable::process`, one packet at a time.
+    PerPacket,
+    /// `key_of` for a batch, then `find_candidate` (index lookups with slab
+    /// prefetch), then `process_prepared` in order: what `Worker::on_batch`
+    /// does after parsing.
+    Batched,
+}
+
+/// One pass of pre-parsed packets through a fresh table; only the feeding
+/// is timed (creating the table, the final flush and freeing are not).
+fn flow_pass(cfg: &FlowConfig, pkts: &[(PacketMeta<'_>, Timestamp)], feed: Feed) -> Duration {
     let mut table = FlowTable::new(cfg);
     let mut records = 0u64;
     let mut out = |r: FlowRecord| {
@@ -94,8 +108,30 @@ fn flow_pass(cfg: &FlowConfig, pkts: &[(PacketMeta<'_>, Timestamp)]) -> Duration
         black_box(&r);
     };
     let start = Instant::now();
-    for (meta, ts) in pkts {
-        table.process(meta, *ts, &mut out);
+    match feed {
+        Feed::PerPacket => {
+            for (meta, ts) in pkts {
+                table.process(meta, *ts, &mut out);
+            }
+        }
+        Feed::Batched => {
+            for chunk in pkts.chunks(BATCH) {
+                let mut preps: [Option<Prepared>; BATCH] = [None; BATCH];
+                for (slot, (meta, _)) in preps.iter_mut().zip(chunk) {
+                    *slot = Some(table.key_of(meta));
+                }
+                for (slot, (meta, _)) in preps.iter_mut().zip(chunk) {
+                    if let Some(p) = slot {
+                        table.find_candidate(meta, p);
+                    }
+                }
+                for (slot, (meta, ts)) in preps.iter().zip(chunk) {
+                    if let Some(p) = slot {
+                        table.process_prepared(meta, p, *ts, &mut out);
+                    }
+                }
+            }
+        }
     }
     let t = start.elapsed();
     table.flush(&mut out);
@@ -124,14 +160,16 @@ fn flow_benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("flow_update");
     g.sampling_mode(SamplingMode::Flat);
     g.throughput(Throughput::Elements(pkts.len() as u64));
-    for (name, npm) in [("npm_on", true), ("npm_off", false)] {
-        let cfg = FlowConfig {
-            npm,
-            ..FlowConfig::default()
-        };
-        g.bench_function(name, |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| flow_pass(&cfg, &pkts)).sum())
-        });
+    for (feed, feed_name) in [(Feed::PerPacket, "per_packet"), (Feed::Batched, "batched")] {
+        for (npm, npm_name) in [(true, "npm_on"), (false, "npm_off")] {
+            let cfg = FlowConfig {
+                npm,
+                ..FlowConfig::default()
+            };
+            g.bench_function(format!("{feed_name}/{npm_name}"), |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| flow_pass(&cfg, &pkts, feed)).sum())
+            });
+        }
     }
     g.finish();
 }

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Whole-process comparison of xdprobe with its peers on one capture file.
+#
+# Builds xdprobe (release-lto), makes sure the benchmark capture exists,
+# then runs each tool RUNS times, round-robin (one run of every tool per
+# round, so load from other processes hits them alike), and takes the median
+# wall time and max RSS from /usr/bin/time. Writes a Markdown table into
+# BENCHMARKS.md between the `compare` markers, and a memory table (xdprobe's
+# max RSS against the number of concurrent flows) between the `memory`
+# markers.
+#
+# usage: benches/compare.sh [--runs N] [--no-build] [--no-memory] [--no-write] [FILE]
+#   FILE      capture to read (default $XDPROBE_BENCH_PCAP or /tmp/bench.pcap;
+#             generated with mkbench.py when missing)
+#   env       MKBENCH (path of mkbench.py), CARGO_TARGET_DIR
+#
+# Peers: softflowd 1.1.0 (exports NetFlow to a loopback UDP port nobody
+# listens on), nfdump 1.7.1 nfpcapd (writes nfcapd files into a temp dir),
+# tcpdump (read and discard: the ceiling of a libpcap reader).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+MKBENCH=${MKBENCH:-/work/shared/tools/mkbench.py}
+RUNS=3
+BUILD=1
+MEMORY=1
+WRITE=1
+FILE=${XDPROBE_BENCH_PCAP:-/tmp/bench.pcap}
+while [ $# -gt 0 ]; do
+    case $1 in
+        --runs) RUNS=$2; shift 2 ;;
+        --no-build) BUILD=0; shift ;;
+        --no-memory) MEMORY=0; shift ;;
+        --no-write) WRITE=0; shift ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -*) echo "unknown option $1" >&2; exit 2 ;;
+        *) FILE=$1; shift ;;
+    esac
+done
+# Export target for softflowd: loopback only, a port nobody listens on.
+SF_PORT=39999
+
+for t in softflowd nfpcapd tcpdump python3; do
+    command -v "$t" >/dev/null || { echo "compare.sh: $t not found" >&2; exit 1; }
+done
+[ -x /usr/bin/time ] || { echo "compare.sh: /usr/bin/time (GNU time) not found" >&2; exit 1; }
+
+WORK=$(mktemp -d /tmp/xdprobe-compare.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+# A generated capture goes where it was asked for, never into shared data.
+gen_pcap() { # OUT ARGS...
+    local out=$1; shift
+    case $(realpath -m "$out") in
+        /work/shared/*) echo "compare.sh: refusing to write $out into shared/" >&2; exit 1 ;;
+    esac
+    mkdir -p "$(dirname "$out")"
+    echo "generating $out ($*), takes a while ..." >&2
+    python3 "$MKBENCH" "$out.part" "$@" >&2
+    mv "$out.part" "$out"
+}
+
+if [ "$BUILD" = 1 ]; then
+    (cd "$ROOT" && cargo build --profile release-lto -p xdprobe --bin xdprobe)
+fi
+XDP=$TARGET/release-lto/xdprobe
+[ -x "$XDP" ] || { echo "compare.sh: $XDP missing (run without --no-build)" >&2; exit 1; }
+
+[ -f "$FILE" ] || gen_pcap "$FILE" --flows 400000 --concurrent 50000 --seed 7
+# Page cache warm for everyone: the comparison is CPU, not disk.
+cat "$FILE" >/dev/null
+
+PACKETS=$("$XDP" pcap "$FILE" --format none --stats 2>&1 | sed -n 's/.*frames \([0-9]*\) .*/\1/p' | head -1)
+[ -n "$PACKETS" ] || { echo "compare.sh: could not count packets with xdprobe" >&2; exit 1; }
+
+# name|command (FILE and WORK substituted by the shell below)
+TOOLS=(
+    "xdprobe (NPM on)|$XDP pcap $FILE --format none"
+    "xdprobe --no-npm|$XDP pcap $FILE --format none --no-npm"
+    "softflowd|softflowd -r $FILE -c none -A milli -n 127.0.0.1:$SF_PORT -p $WORK/sf.pid"
+    "softflowd -m 262144|softflowd -r $FILE -c none -A milli -n 127.0.0.1:$SF_PORT -p $WORK/sf.pid -m 262144"
+    "nfpcapd|nfpcapd -r $FILE -w $WORK/nf"
+    "tcpdump -w /dev/null|tcpdump -r $FILE -w /dev/null"
+)
+
+# run_once INDEX: appends "wall rss_kb user sys" to $WORK/res.INDEX
+run_once() {
+    local i=$1 cmd=${TOOLS[$1]#*|}
+    rm -rf "$WORK/nf" && mkdir -p "$WORK/nf"
+    # shellcheck disable=SC2086 # the command is a word list on purpose
+    if ! /usr/bin/time -f '%e %M %U %S' -o "$WORK/time" $cmd >"$WORK/out.$i" 2>&1; then
+        echo "compare.sh: failed: $cmd (see output below)" >&2
+        tail -5 "$WORK/out.$i" >&2
+        exit 1
+    fi
+    tail -1 "$WORK/time" >>"$WORK/res.$i"
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+for r in $(seq 1 "$RUNS"); do
+    for i in "${!TOOLS[@]}"; do
+        echo "round $r/$RUNS: ${TOOLS[$i]%%|*}" >&2
+        run_once "$i"
+    done
+done
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+
+declare -A WALL RSS CPU
+for i in "${!TOOLS[@]}"; do
+    WALL[$i]=$(awk '{print $1}' "$WORK/res.$i" | median)
+    RSS[$i]=$(awk '{print $2}' "$WORK/res.$i" | median)
+    CPU[$i]=$(awk '{print $3 + $4}' "$WORK/res.$i" | median)
+done
+SF=${WALL[2]} NF=${WALL[4]}
+
+TABLE=$WORK/table.md
+{
+    echo "Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $PACKETS packets of \`$(basename "$FILE")\`,"
+    echo "median of $RUNS round-robin runs; load average before/after: $LOAD_BEFORE / $LOAD_AFTER."
+    echo
+    echo "| tool | wall s | CPU s | packets/s | vs softflowd | vs nfpcapd | max RSS MB |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    for i in "${!TOOLS[@]}"; do
+        awk -v n="${TOOLS[$i]%%|*}" -v w="${WALL[$i]}" -v c="${CPU[$i]}" -v r="${RSS[$i]}" \
+            -v p="$PACKETS" -v sf="$SF" -v nf="$NF" 'BEGIN {
+            # /usr/bin/time has 10 ms resolution: keep tiny files finite.
+            if (w < 0.01) w = 0.01; if (sf < 0.01) sf = 0.01; if (nf < 0.01) nf = 0.01
+            printf "| %s | %.2f | %.2f | %.2f M | %.2f× | %.2f× | %.0f |\n",
+                n, w, c, p / w / 1e6, sf / w, nf / w, r / 1024 }'
+    done
+    echo
+    echo "xdprobe maps the capture (\`MAP_POPULATE\`), so its RSS counts the file's"
+    echo "$(($(stat -c %s "$FILE") / 1048576)) MB of page cache; the peers read it through libpcap's buffer."
+    echo
+    echo "Commands (\`FILE\` the capture, \`TMP\` a scratch directory):"
+    echo
+    for i in "${!TOOLS[@]}"; do
+        echo "- \`$(echo "${TOOLS[$i]#*|}" | sed -e "s#$FILE#FILE#g" -e "s#$WORK#TMP#g" -e "s#$ROOT/##g")\`"
+    done
+} >"$TABLE"
+cat "$TABLE"
+
+# --- memory: max RSS against concurrent flows (default capacity) ---------
+MEMTABLE=$WORK/memory.md
+if [ "$MEMORY" = 1 ]; then
+    DATA=$TARGET/bench-data
+    {
+        echo "xdprobe \`pcap --format none\`, default capacity (262 144 flows),"
+        echo "captures from \`mkbench.py --flows N --concurrent N --data 1 --seed 7\` (all N flows open at once)."
+        echo
+        echo "xdprobe maps the capture file, so its max RSS includes the file; \"RSS − file\" takes it out."
+        echo "Flows held at once are min(N, capacity); beyond the capacity the least recently seen are evicted."
+        echo
+        echo "| flows N | packets | evicted | max RSS MB | RSS − file MB | above the 1-flow run, bytes per flow held |"
+        echo "|---:|---:|---:|---:|---:|---:|"
+    } >"$MEMTABLE"
+    BASE=""
+    for n in 1 10000 50000 100000 250000 400000; do
+        f=$DATA/flows-$n.pcap
+        [ -f "$f" ] || gen_pcap "$f" --flows "$n" --concurrent "$n" --data 1 --seed 7
+        /usr/bin/time -f '%M' -o "$WORK/time" "$XDP" pcap "$f" --format none --stats 2>"$WORK/mem.err" >/dev/null
+        rss=$(tail -1 "$WORK/time")
+        size=$(($(stat -c %s "$f") / 1024))
+        pk=$(sed -n 's/.*frames \([0-9]*\) .*/\1/p' "$WORK/mem.err" | head -1)
+        ev=$(sed -n 's/.*evicted \([0-9]*\) .*/\1/p' "$WORK/mem.err" | head -1)
+        [ -z "$BASE" ] && BASE=$((rss - size))
+        awk -v n="$n" -v p="$pk" -v e="${ev:-?}" -v r="$rss" -v s="$size" -v b="$BASE" 'BEGIN {
+            held = (n < 262144) ? n : 262144
+            per = (n > 1) ? sprintf("%.0f", (r - s - b) * 1024 / held) : "–"
+            printf "| %d | %d | %s | %.1f | %.1f | %s |\n", n, p, e, r / 1024, (r - s) / 1024, per }' >>"$MEMTABLE"
+    done
+    PERFLOW=$(cd "$ROOT" && cargo test -q -p xdprobe-dataplane --lib memory_per_flow -- --nocapture 2>/dev/null |
+        grep -m1 'per flow' || true)
+    { echo; echo "\`cargo test -p xdprobe-dataplane memory_per_flow -- --nocapture\`: $PERFLOW"; } >>"$MEMTABLE"
+    cat "$MEMTABLE"
+fi
+
+# --- BENCHMARKS.md: replace the text between the markers ------------------
+if [ "$WRITE" = 1 ]; then
+    python3 - "$ROOT/BENCHMARKS.md" "$TABLE" compare "$MEMTABLE" memory <<'EOF'
+import os, sys
+path, pairs = sys.argv[1], sys.argv[2:]
+doc = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+for table, name in zip(pairs[::2], pairs[1::2]):
+    if not os.path.exists(table):
+        continue
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    block = f"{begin}\n{open(table).read().rstrip()}\n{end}"
+    if begin in doc and end in doc:
+        doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]
+    else:
+        doc = doc.rstrip() + "\n\n" + block + "\n"
+open(path, "w").write(doc)
+EOF
+    echo "BENCHMARKS.md updated" >&2
+fi

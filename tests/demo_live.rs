@@ -14,13 +14,12 @@ mod common;
 
 use std::{
     collections::HashMap,
-    path::PathBuf,
     process::{Command, Output, Stdio},
     sync::mpsc,
     time::Duration,
 };
 
-use common::{have, is_root, require};
+use common::{TempDir, have, is_root, require};
 use serde_json::Value;
 
 const SECONDS: u64 = 5;
@@ -28,14 +27,6 @@ const DELAY_MS: u64 = 5;
 const THINK_MS: u64 = 20;
 const DNS_DELAY_MS: u64 = 3;
 const LOSS_PCT: &str = "2";
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
@@ -83,8 +74,7 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
     ) {
         return;
     }
-    let tmp =
-        TempDir(std::env::temp_dir().join(format!("xdprobe-demo-live-{}", std::process::id())));
+    let tmp = TempDir::new("demo-live");
     let (pid, out) = run_demo(&tmp.0);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -28,8 +28,7 @@ mod rules;
 mod tshark;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use common::*;
 use rules::{Hit, Rule};
@@ -387,18 +386,6 @@ fn npm_matches_tshark_on_corpus() {
 
 /// Removes the capture directory even when an assert fails, unless
 /// `XDPROBE_NPM_KEEP` is set (to re-check or inspect a failing run).
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::env::var_os("XDPROBE_NPM_KEEP").is_some() {
-            eprintln!("captures kept in {}", self.0.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
 /// Re-checks captures named in `XDPROBE_NPM_CAPTURES` (colon-separated),
 /// e.g. kept ones; does nothing when unset.
 #[test]
@@ -422,20 +409,10 @@ fn npm_matches_tshark_on_fresh_impaired_captures() {
     let Some(shared) = shared_or_skip() else {
         return;
     };
-    if !require(
-        is_root(),
-        "not root: make_capture.sh needs network namespaces",
-    ) {
+    if !can_make_captures() {
         return;
     }
-    for tool in ["tshark", "tcpdump", "iperf3", "curl", "openssl", "ethtool"] {
-        if !require(have(tool), &format!("{tool} is not installed")) {
-            return;
-        }
-    }
-    let dir =
-        TempDir(std::env::temp_dir().join(format!("xdprobe-npm-oracle-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).expect("temp dir");
+    let dir = TempDir::new("npm-oracle");
     // Seed 2: one fixed-socket DNS query is deliberately unanswered, so the
     // fixed DNS flow stops alternating in every run.
     let settings: &[(&str, &[&str])] = &[
@@ -445,19 +422,8 @@ fn npm_matches_tshark_on_fresh_impaired_captures() {
     ];
     let mut rep = Report::default();
     for (name, args) in settings {
-        let out = dir.0.join(name);
-        let st = Command::new(shared.join("tools/make_capture.sh"))
-            .args(*args)
-            .args(["-t", "6", "-s", "2", "-o"])
-            .arg(&out)
-            .output()
-            .expect("run make_capture.sh");
-        assert!(
-            st.status.success(),
-            "make_capture.sh {args:?}: {}",
-            String::from_utf8_lossy(&st.stderr)
-        );
-        let pcap = out.with_extension("pcap");
+        let all: Vec<&str> = args.iter().copied().chain(["-t", "6", "-s", "2"]).collect();
+        let pcap = make_capture(&shared, &all, &dir.0.join(name));
         let oracle = oracle(&shared, &pcap, true);
         run_capture(&format!("fresh {name}"), &pcap, &oracle, &mut rep);
     }

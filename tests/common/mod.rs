@@ -139,3 +139,56 @@ pub fn endpoint(addr: &Value, port: &Value) -> String {
         port.as_u64().unwrap_or(0)
     )
 }
+
+/// A scratch directory removed when dropped, even when the test fails
+/// (kept when `XDPROBE_KEEP` is set, for debugging).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("xdprobe-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&p).expect("create temp dir");
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::env::var_os("XDPROBE_KEEP").is_some() {
+            eprintln!("kept {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Whether `shared/tools/make_capture.sh` can run here (root for its
+/// network namespaces, and the traffic tools it drives); skips loudly.
+pub fn can_make_captures() -> bool {
+    if !require(
+        is_root(),
+        "not root: make_capture.sh needs network namespaces",
+    ) {
+        return false;
+    }
+    ["tshark", "tcpdump", "iperf3", "curl", "openssl", "ethtool"]
+        .iter()
+        .all(|tool| require(have(tool), &format!("{tool} is not installed")))
+}
+
+/// Real kernel traffic through the impairing bridge, captured by tcpdump:
+/// `make_capture.sh ARGS -o OUT`; returns the pcap's path.
+pub fn make_capture(shared: &Path, args: &[&str], out: &Path) -> PathBuf {
+    let st = Command::new(shared.join("tools/make_capture.sh"))
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .expect("run make_capture.sh");
+    assert!(
+        st.status.success(),
+        "make_capture.sh {args:?}: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    out.with_extension("pcap")
+}

@@ -8,9 +8,10 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 demo: bootstrap
 	cargo run --release --quiet -- demo
 
-# Every test: format, lints, unit + integration (privileged ones need root),
-# and a bounded fuzz run of the packet parser.
-test: bootstrap lint unit fuzz
+# Every test: format, lints, a bounded fuzz run of the packet parser, and
+# unit + integration tests (privileged ones need root); the last line sums
+# them up.
+test: bootstrap lint fuzz unit
 
 bootstrap:
 	@deploy/bootstrap.sh
@@ -20,7 +21,10 @@ lint:
 	cargo clippy --workspace --all-targets -- -D warnings
 
 unit:
-	cargo test --workspace --all-targets
+	mkdir -p target
+	set -o pipefail; cargo test --workspace --all-targets 2>&1 | tee target/test.log
+	@awk '/^test result:/ { p += $$4; f += $$6; i += $$8 } \
+	  END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, i }' target/test.log
 
 fuzz:
 	FUZZ_SECONDS=60 fuzz/smoke.sh

@@ -170,6 +170,12 @@ fn open(s: &Setup) -> (XdpProgram, XskSocket) {
             &XskOptions {
                 bind: BindMode::Copy,
                 poll_timeout: Duration::from_millis(10),
+                // Sized as docs/operations.md advises for a mirror port:
+                // ~10 ms of frames at 1 Mpps between the kernel and a worker
+                // that the scheduler briefly takes off its core.
+                umem_frames: 16384,
+                fill_ring: 8192,
+                rx_ring: 8192,
                 ..XskOptions::default()
             },
         )

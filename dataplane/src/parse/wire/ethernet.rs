@@ -1,7 +1,6 @@
 //! Ethernet II header and 802.1Q/802.1ad VLAN tags.
 
-use super::{be16, head, tail};
-use crate::parse::DropReason;
+use super::be16;
 
 /// EtherType values the walk dispatches on (IEEE "EtherType" registry).
 pub struct EtherType;
@@ -29,29 +28,14 @@ impl EtherType {
     }
 }
 
-/// Ethernet II header view: destination, source, EtherType.
-#[derive(Clone, Copy, Debug)]
-pub struct EthernetFrame<T: AsRef<[u8]>> {
-    buffer: T,
+header_view! {
+    /// Ethernet II header view: destination, source, EtherType.
+    EthernetFrame, 14, TruncatedEthernet, hdr;
+    payload:
+    /// Everything after the header, as captured (padding included).
 }
 
 impl<T: AsRef<[u8]>> EthernetFrame<T> {
-    pub const HEADER_LEN: usize = 14;
-
-    /// Fails with `TruncatedEthernet` below 14 bytes.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
-        if buffer.as_ref().len() < Self::HEADER_LEN {
-            return Err(DropReason::TruncatedEthernet);
-        }
-        Ok(Self { buffer })
-    }
-
-    #[inline]
-    fn hdr(&self) -> &[u8; 14] {
-        head(self.buffer.as_ref())
-    }
-
     #[inline]
     pub fn dst(&self) -> [u8; 6] {
         let h = self.hdr();
@@ -72,40 +56,13 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     }
 }
 
-/// Byte-slice accessors for borrowed buffers: they return slices with the
-/// buffer's lifetime, so a walk can keep them after the view is gone.
-impl<'a, T: AsRef<[u8]> + ?Sized> EthernetFrame<&'a T> {
-    /// Everything after the header, as captured (padding included).
-    #[inline]
-    pub fn payload(&self) -> &'a [u8] {
-        tail(self.buffer.as_ref(), Self::HEADER_LEN)
-    }
-}
-
-/// One 802.1Q/802.1ad tag *after* its TPID: TCI (PCP, DEI, VID) and the
-/// EtherType of what follows.
-#[derive(Clone, Copy, Debug)]
-pub struct VlanTag<T: AsRef<[u8]>> {
-    buffer: T,
+header_view! {
+    /// One 802.1Q/802.1ad tag *after* its TPID: TCI (PCP, DEI, VID) and the
+    /// EtherType of what follows.
+    VlanTag, 4, TruncatedVlan, hdr;
 }
 
 impl<T: AsRef<[u8]>> VlanTag<T> {
-    pub const HEADER_LEN: usize = 4;
-
-    /// Fails with `TruncatedVlan` below 4 bytes.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
-        if buffer.as_ref().len() < Self::HEADER_LEN {
-            return Err(DropReason::TruncatedVlan);
-        }
-        Ok(Self { buffer })
-    }
-
-    #[inline]
-    fn hdr(&self) -> &[u8; 4] {
-        head(self.buffer.as_ref())
-    }
-
     /// VLAN identifier, 12 bits.
     #[inline]
     pub fn vid(&self) -> u16 {
@@ -126,18 +83,10 @@ impl<T: AsRef<[u8]>> VlanTag<T> {
     }
 }
 
-/// Byte-slice accessors for borrowed buffers: they return slices with the
-/// buffer's lifetime, so a walk can keep them after the view is gone.
-impl<'a, T: AsRef<[u8]> + ?Sized> VlanTag<&'a T> {
-    #[inline]
-    pub fn payload(&self) -> &'a [u8] {
-        tail(self.buffer.as_ref(), Self::HEADER_LEN)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::DropReason;
 
     #[test]
     fn ethernet_fields() {

@@ -2,31 +2,13 @@
 //! (type, code, checksum); every message of either has at least four more
 //! (identifier/sequence, unused, MTU or pointer), so the view takes 8.
 
-use super::{be16, head, tail};
-use crate::parse::DropReason;
+use super::be16;
 
-#[derive(Clone, Copy, Debug)]
-pub struct IcmpPacket<T: AsRef<[u8]>> {
-    buffer: T,
+header_view! {
+    IcmpPacket, 8, TruncatedIcmp, hdr;
 }
 
 impl<T: AsRef<[u8]>> IcmpPacket<T> {
-    pub const HEADER_LEN: usize = 8;
-
-    /// Fails with `TruncatedIcmp` below 8 bytes.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
-        if buffer.as_ref().len() < Self::HEADER_LEN {
-            return Err(DropReason::TruncatedIcmp);
-        }
-        Ok(Self { buffer })
-    }
-
-    #[inline]
-    fn hdr(&self) -> &[u8; 8] {
-        head(self.buffer.as_ref())
-    }
-
     #[inline]
     pub fn msg_type(&self) -> u8 {
         self.hdr()[0]
@@ -51,18 +33,10 @@ impl<T: AsRef<[u8]>> IcmpPacket<T> {
     }
 }
 
-/// Byte-slice accessors for borrowed buffers: they return slices with the
-/// buffer's lifetime, so a walk can keep them after the view is gone.
-impl<'a, T: AsRef<[u8]> + ?Sized> IcmpPacket<&'a T> {
-    #[inline]
-    pub fn payload(&self) -> &'a [u8] {
-        tail(self.buffer.as_ref(), Self::HEADER_LEN)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::DropReason;
 
     #[test]
     fn echo_request() {

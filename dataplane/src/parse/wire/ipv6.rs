@@ -189,29 +189,12 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Ipv6ExtHeader<&'a T> {
     }
 }
 
-/// IPv6 fragment header: 8 bytes, 32-bit identification.
-#[derive(Clone, Copy, Debug)]
-pub struct Ipv6FragmentHeader<T: AsRef<[u8]>> {
-    buffer: T,
+header_view! {
+    /// IPv6 fragment header: 8 bytes, 32-bit identification.
+    Ipv6FragmentHeader, 8, TruncatedIpv6Ext, hdr;
 }
 
 impl<T: AsRef<[u8]>> Ipv6FragmentHeader<T> {
-    pub const HEADER_LEN: usize = 8;
-
-    /// Fails with `TruncatedIpv6Ext` below 8 bytes.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
-        if buffer.as_ref().len() < Self::HEADER_LEN {
-            return Err(DropReason::TruncatedIpv6Ext);
-        }
-        Ok(Self { buffer })
-    }
-
-    #[inline]
-    fn hdr(&self) -> &[u8; 8] {
-        head(self.buffer.as_ref())
-    }
-
     #[inline]
     pub fn next_header(&self) -> u8 {
         self.hdr()[0]
@@ -233,15 +216,6 @@ impl<T: AsRef<[u8]>> Ipv6FragmentHeader<T> {
     pub fn ident(&self) -> u32 {
         let h = self.hdr();
         be32([h[4], h[5], h[6], h[7]])
-    }
-}
-
-/// Byte-slice accessors for borrowed buffers: they return slices with the
-/// buffer's lifetime, so a walk can keep them after the view is gone.
-impl<'a, T: AsRef<[u8]> + ?Sized> Ipv6FragmentHeader<&'a T> {
-    #[inline]
-    pub fn payload(&self) -> &'a [u8] {
-        tail(self.buffer.as_ref(), Self::HEADER_LEN)
     }
 }
 

@@ -4,31 +4,14 @@
 use super::{be16, head, tail};
 use crate::parse::DropReason;
 
-/// Linux cooked capture v1 (LINKTYPE_LINUX_SLL): 16 bytes, the EtherType of
-/// the payload at bytes 14..16.
-/// <https://www.tcpdump.org/linktypes/LINKTYPE_LINUX_SLL.html>
-#[derive(Clone, Copy, Debug)]
-pub struct SllHeader<T: AsRef<[u8]>> {
-    buffer: T,
+header_view! {
+    /// Linux cooked capture v1 (LINKTYPE_LINUX_SLL): 16 bytes, the EtherType of
+    /// the payload at bytes 14..16.
+    /// <https://www.tcpdump.org/linktypes/LINKTYPE_LINUX_SLL.html>
+    SllHeader, 16, TruncatedSll, hdr;
 }
 
 impl<T: AsRef<[u8]>> SllHeader<T> {
-    pub const HEADER_LEN: usize = 16;
-
-    /// Fails with `TruncatedSll` below 16 bytes.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
-        if buffer.as_ref().len() < Self::HEADER_LEN {
-            return Err(DropReason::TruncatedSll);
-        }
-        Ok(Self { buffer })
-    }
-
-    #[inline]
-    fn hdr(&self) -> &[u8; 16] {
-        head(self.buffer.as_ref())
-    }
-
     /// 0 to us, 1 broadcast, 2 multicast, 3 to another host, 4 sent by us.
     #[inline]
     pub fn packet_type(&self) -> u16 {
@@ -52,39 +35,13 @@ impl<T: AsRef<[u8]>> SllHeader<T> {
     }
 }
 
-/// Byte-slice accessors for borrowed buffers: they return slices with the
-/// buffer's lifetime, so a walk can keep them after the view is gone.
-impl<'a, T: AsRef<[u8]> + ?Sized> SllHeader<&'a T> {
-    #[inline]
-    pub fn payload(&self) -> &'a [u8] {
-        tail(self.buffer.as_ref(), Self::HEADER_LEN)
-    }
-}
-
-/// Linux cooked capture v2 (LINKTYPE_LINUX_SLL2): 20 bytes, the EtherType
-/// first. <https://www.tcpdump.org/linktypes/LINKTYPE_LINUX_SLL2.html>
-#[derive(Clone, Copy, Debug)]
-pub struct Sll2Header<T: AsRef<[u8]>> {
-    buffer: T,
+header_view! {
+    /// Linux cooked capture v2 (LINKTYPE_LINUX_SLL2): 20 bytes, the EtherType
+    /// first. <https://www.tcpdump.org/linktypes/LINKTYPE_LINUX_SLL2.html>
+    Sll2Header, 20, TruncatedSll, hdr;
 }
 
 impl<T: AsRef<[u8]>> Sll2Header<T> {
-    pub const HEADER_LEN: usize = 20;
-
-    /// Fails with `TruncatedSll` below 20 bytes.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
-        if buffer.as_ref().len() < Self::HEADER_LEN {
-            return Err(DropReason::TruncatedSll);
-        }
-        Ok(Self { buffer })
-    }
-
-    #[inline]
-    fn hdr(&self) -> &[u8; 20] {
-        head(self.buffer.as_ref())
-    }
-
     #[inline]
     pub fn protocol(&self) -> u16 {
         let h = self.hdr();
@@ -103,36 +60,16 @@ impl<T: AsRef<[u8]>> Sll2Header<T> {
     }
 }
 
-/// Byte-slice accessors for borrowed buffers: they return slices with the
-/// buffer's lifetime, so a walk can keep them after the view is gone.
-impl<'a, T: AsRef<[u8]> + ?Sized> Sll2Header<&'a T> {
-    #[inline]
-    pub fn payload(&self) -> &'a [u8] {
-        tail(self.buffer.as_ref(), Self::HEADER_LEN)
-    }
-}
-
-/// BSD loopback (LINKTYPE_NULL / LINKTYPE_LOOP): a 4-byte address family,
-/// in the capturing host's byte order for NULL and big-endian for LOOP.
-#[derive(Clone, Copy, Debug)]
-pub struct NullHeader<T: AsRef<[u8]>> {
-    buffer: T,
+header_view! {
+    /// BSD loopback (LINKTYPE_NULL / LINKTYPE_LOOP): a 4-byte address family,
+    /// in the capturing host's byte order for NULL and big-endian for LOOP.
+    NullHeader, 4, TruncatedNull, no_hdr;
 }
 
 impl<T: AsRef<[u8]>> NullHeader<T> {
-    pub const HEADER_LEN: usize = 4;
     pub const AF_INET: u32 = 2;
     /// AF_INET6 differs per BSD: NetBSD/OpenBSD 24, FreeBSD 28, Darwin 30.
     pub const AF_INET6: [u32; 3] = [24, 28, 30];
-
-    /// Fails with `TruncatedNull` below 4 bytes.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
-        if buffer.as_ref().len() < Self::HEADER_LEN {
-            return Err(DropReason::TruncatedNull);
-        }
-        Ok(Self { buffer })
-    }
 
     /// The family, whichever byte order the writer used: every real family
     /// fits in 16 bits, so a value above that was written the other way
@@ -151,15 +88,6 @@ impl<T: AsRef<[u8]>> NullHeader<T> {
     #[inline]
     pub fn is_ipv6(&self) -> bool {
         Self::AF_INET6.contains(&self.family())
-    }
-}
-
-/// Byte-slice accessors for borrowed buffers: they return slices with the
-/// buffer's lifetime, so a walk can keep them after the view is gone.
-impl<'a, T: AsRef<[u8]> + ?Sized> NullHeader<&'a T> {
-    #[inline]
-    pub fn payload(&self) -> &'a [u8] {
-        tail(self.buffer.as_ref(), Self::HEADER_LEN)
     }
 }
 

@@ -18,6 +18,60 @@
 //! `new_checked` fails with the [`DropReason`](super::DropReason) the walk
 //! reports, so a failed check needs no translation on the hot path.
 
+/// What every fixed-size header view shares: the buffer wrapper, the one
+/// length check in `new_checked` (failing with the drop reason the walk
+/// reports), `hdr()` (the fixed header as an array: constant indices, no
+/// run-time checks; `no_hdr` for views that read their header differently)
+/// and, for borrowed buffers, `payload()` with the buffer's lifetime.
+macro_rules! header_view {
+    (
+        $(#[$doc:meta])*
+        $name:ident, $len:literal, $err:ident, $hdr:ident;
+        $(payload: $(#[$pdoc:meta])*)?
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> $name<T> {
+            pub const HEADER_LEN: usize = $len;
+
+            #[doc = concat!("Fails with `", stringify!($err), "` below ", stringify!($len), " bytes.")]
+            #[inline]
+            pub fn new_checked(buffer: T) -> Result<Self, $crate::parse::DropReason> {
+                if buffer.as_ref().len() < Self::HEADER_LEN {
+                    return Err($crate::parse::DropReason::$err);
+                }
+                Ok(Self { buffer })
+            }
+        }
+
+        header_view!(@$hdr $name, $len);
+
+        /// Byte-slice accessors for borrowed buffers: they return slices
+        /// with the buffer's lifetime, so a walk can keep them after the
+        /// view is gone.
+        impl<'a, T: AsRef<[u8]> + ?Sized> $name<&'a T> {
+            $($(#[$pdoc])*)?
+            #[inline]
+            pub fn payload(&self) -> &'a [u8] {
+                $crate::parse::wire::tail(self.buffer.as_ref(), Self::HEADER_LEN)
+            }
+        }
+    };
+    (@hdr $name:ident, $len:literal) => {
+        impl<T: AsRef<[u8]>> $name<T> {
+            #[inline]
+            fn hdr(&self) -> &[u8; $len] {
+                $crate::parse::wire::head(self.buffer.as_ref())
+            }
+        }
+    };
+    (@no_hdr $name:ident, $len:literal) => {};
+}
+
 pub mod ethernet;
 pub mod icmp;
 pub mod ipv4;

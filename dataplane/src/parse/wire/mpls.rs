@@ -1,27 +1,17 @@
 //! MPLS label stack entry (RFC 3032 §2.1).
 
-use super::{be32, head, tail};
-use crate::parse::DropReason;
+use super::{be32, head};
 
-/// One 4-byte label stack entry: label (20 bits), traffic class (3),
-/// bottom-of-stack (1), TTL (8).
-#[derive(Clone, Copy, Debug)]
-pub struct MplsLabel<T: AsRef<[u8]>> {
-    buffer: T,
+header_view! {
+    /// One 4-byte label stack entry: label (20 bits), traffic class (3),
+    /// bottom-of-stack (1), TTL (8).
+    MplsLabel, 4, TruncatedMpls, no_hdr;
+    payload:
+    /// What follows this entry (the next entry or, after bottom of stack,
+    /// the payload).
 }
 
 impl<T: AsRef<[u8]>> MplsLabel<T> {
-    pub const HEADER_LEN: usize = 4;
-
-    /// Fails with `TruncatedMpls` below 4 bytes.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
-        if buffer.as_ref().len() < Self::HEADER_LEN {
-            return Err(DropReason::TruncatedMpls);
-        }
-        Ok(Self { buffer })
-    }
-
     #[inline]
     fn word(&self) -> u32 {
         be32(*head::<4>(self.buffer.as_ref()))
@@ -48,20 +38,10 @@ impl<T: AsRef<[u8]>> MplsLabel<T> {
     }
 }
 
-/// Byte-slice accessors for borrowed buffers: they return slices with the
-/// buffer's lifetime, so a walk can keep them after the view is gone.
-impl<'a, T: AsRef<[u8]> + ?Sized> MplsLabel<&'a T> {
-    /// What follows this entry (the next entry or, after bottom of stack,
-    /// the payload).
-    #[inline]
-    pub fn payload(&self) -> &'a [u8] {
-        tail(self.buffer.as_ref(), Self::HEADER_LEN)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::DropReason;
 
     #[test]
     fn fields() {

@@ -1,30 +1,14 @@
 //! UDP header (RFC 768).
 
-use super::{be16, head, tail};
-use crate::parse::DropReason;
+use super::be16;
 
-#[derive(Clone, Copy, Debug)]
-pub struct UdpPacket<T: AsRef<[u8]>> {
-    buffer: T,
+header_view! {
+    UdpPacket, 8, TruncatedUdp, hdr;
+    payload:
+    /// Everything after the header as captured.
 }
 
 impl<T: AsRef<[u8]>> UdpPacket<T> {
-    pub const HEADER_LEN: usize = 8;
-
-    /// Fails with `TruncatedUdp` below 8 bytes.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
-        if buffer.as_ref().len() < Self::HEADER_LEN {
-            return Err(DropReason::TruncatedUdp);
-        }
-        Ok(Self { buffer })
-    }
-
-    #[inline]
-    fn hdr(&self) -> &[u8; 8] {
-        head(self.buffer.as_ref())
-    }
-
     #[inline]
     pub fn src_port(&self) -> u16 {
         let h = self.hdr();
@@ -51,19 +35,10 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     }
 }
 
-/// Byte-slice accessors for borrowed buffers: they return slices with the
-/// buffer's lifetime, so a walk can keep them after the view is gone.
-impl<'a, T: AsRef<[u8]> + ?Sized> UdpPacket<&'a T> {
-    /// Everything after the header as captured.
-    #[inline]
-    pub fn payload(&self) -> &'a [u8] {
-        tail(self.buffer.as_ref(), Self::HEADER_LEN)
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::parse::DropReason;
 
     /// UDP 5353 → 53 whose length field covers `payload`.
     pub(crate) fn udp(payload: &[u8]) -> Vec<u8> {

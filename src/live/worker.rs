@@ -12,7 +12,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use xdprobe_dataplane::{FlowConfig, FlowRecord, Timestamp, Worker, WorkerStats, parse::LinkType};
+use xdprobe_dataplane::{
+    FlowConfig, FlowRecord, Timestamp, Worker, WorkerStats, parse::LinkType,
+    source::pcap::RawPacket, worker::BATCH,
+};
 
 use super::{
     clock::{TaiClock, unix_now},
@@ -20,7 +23,7 @@ use super::{
     merge::Merge,
     sink::RecordSink,
     steer,
-    xsk::{XskSocket, XskStats},
+    xsk::{RxFrame, XskSocket, XskStats},
 };
 
 /// Counters of the live loop itself (the flow counters are in
@@ -124,24 +127,43 @@ impl QueueWorker {
             let waiting = self.merge.as_mut().is_some_and(Merge::pending);
             let mut read_ts: Option<Timestamp> = None;
             let mut newest = Timestamp::ZERO;
-            let got = self
-                .socket
-                .recv_batch(waiting.then_some(SHORT_WAIT), |frame| {
-                    let ts = match frame.tai_ns.filter(|_| !read_time) {
-                        Some(tai) => clock.to_unix(tai),
-                        None => {
-                            rx.ts_fallback += 1;
-                            *read_ts.get_or_insert_with(unix_now)
-                        }
-                    };
-                    newest = newest.max(ts);
-                    let wire = u32::try_from(frame.data.len()).unwrap_or(u32::MAX);
-                    rx.rx_frames += 1;
-                    rx.rx_bytes += u64::from(wire);
-                    if n <= 1 {
-                        worker.on_frame(Some(LinkType::Ethernet), frame.data, wire, ts, &mut emit);
-                        return;
+            let mut stamp = |frame: &RxFrame<'_>| {
+                let ts = match frame.tai_ns.filter(|_| !read_time) {
+                    Some(tai) => clock.to_unix(tai),
+                    None => {
+                        rx.ts_fallback += 1;
+                        *read_ts.get_or_insert_with(unix_now)
                     }
+                };
+                newest = newest.max(ts);
+                let wire = u32::try_from(frame.data.len()).unwrap_or(u32::MAX);
+                rx.rx_frames += 1;
+                rx.rx_bytes += u64::from(wire);
+                (ts, wire)
+            };
+            let wait = waiting.then_some(SHORT_WAIT);
+            let queue = self.socket.queue;
+            let got = if n <= 1 {
+                // One worker owns every flow: account the socket's frames
+                // as batches (parse all, prefetch their flows, then update).
+                self.socket.recv_chunks::<BATCH>(wait, |frames| {
+                    let mut batch = [RawPacket::default(); BATCH];
+                    for (p, frame) in batch.iter_mut().zip(frames) {
+                        let (ts, wire_len) = stamp(frame);
+                        *p = RawPacket {
+                            ts,
+                            link: Some(LinkType::Ethernet),
+                            linktype: 1,
+                            data: frame.data,
+                            wire_len,
+                            interface: queue,
+                        };
+                    }
+                    worker.on_batch(&batch[..frames.len()], &mut emit);
+                })
+            } else {
+                self.socket.recv_batch(wait, |frame| {
+                    let (ts, wire) = stamp(&frame);
                     // Every frame, this worker's own ones too, goes through a
                     // ring so the owner can merge them in timestamp order.
                     let owner = steer::owner(frame.data, n).unwrap_or(me);
@@ -154,7 +176,8 @@ impl QueueWorker {
                         (true, true) => {}
                         (false, _) => rx.handoff_full += 1,
                     }
-                });
+                })
+            };
             if let Some(m) = &mut self.merge {
                 match got {
                     Ok(0) => m.marks.publish_idle(me),

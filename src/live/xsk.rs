@@ -98,6 +98,7 @@ pub struct XskStats {
 }
 
 /// A received frame as handed to the caller of [`XskSocket::recv_batch`].
+#[derive(Clone, Copy, Debug, Default)]
 pub struct RxFrame<'a> {
     /// The frame bytes (at most `frame_size` minus headroom: longer frames
     /// arrive truncated).
@@ -249,6 +250,18 @@ impl XskSocket {
         max_wait: Option<Duration>,
         mut f: impl FnMut(RxFrame<'_>),
     ) -> io::Result<usize> {
+        self.recv_chunks::<16>(max_wait, |frames| frames.iter().for_each(|fr| f(*fr)))
+    }
+
+    /// Like [`recv_batch`](Self::recv_batch), but hands the frames over in
+    /// slices of up to `N`, all valid at once, so the caller can process
+    /// them as a batch (`Worker::on_batch`: parse all, prefetch all, then
+    /// account in order).
+    pub fn recv_chunks<const N: usize>(
+        &mut self,
+        max_wait: Option<Duration>,
+        mut f: impl FnMut(&[RxFrame<'_>]),
+    ) -> io::Result<usize> {
         // SAFETY: `batch` only receives descriptors of this socket's UMEM.
         let mut n = unsafe { self.rx.consume(&mut self.batch) };
         if n == 0 {
@@ -262,17 +275,21 @@ impl XskSocket {
                 return Ok(0);
             }
         }
-        for desc in &self.batch[..n] {
-            // SAFETY: the descriptor came from the RX ring of this UMEM, so
-            // the kernel has finished writing the frame and will not touch
-            // it until we give it back through the fill ring below.
-            let data = unsafe { self.umem.data(desc) };
-            let bytes = data.contents();
-            let tai_ns = read_meta(bytes);
-            f(RxFrame {
-                data: bytes,
-                tai_ns,
-            });
+        for descs in self.batch[..n].chunks(N) {
+            let mut frames = [RxFrame::default(); N];
+            for (slot, desc) in frames.iter_mut().zip(descs) {
+                // SAFETY: the descriptor came from the RX ring of this UMEM,
+                // so the kernel has finished writing the frame and will not
+                // touch it until we give it back through the fill ring below
+                // (after every chunk of this batch has been handed out).
+                let data = unsafe { self.umem.data(desc) };
+                let bytes = data.contents();
+                *slot = RxFrame {
+                    data: bytes,
+                    tai_ns: read_meta(bytes),
+                };
+            }
+            f(&frames[..descs.len()]);
         }
         self.free.extend_from_slice(&self.batch[..n]);
         self.refill();

@@ -86,7 +86,7 @@ fn shipped_example_passes_with_a_summary() {
         "{stdout}"
     );
     // 2 queues x 4096 frames x 4096 B.
-    assert!(stdout.contains("locked memory: 32.0 MiB"), "{stdout}");
+    assert!(stdout.contains("locked memory: 128.0 MiB"), "{stdout}");
 
     // With the machine check on, cores 0 and 1 must exist here.
     if online_cpus() >= 2 {

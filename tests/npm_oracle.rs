@@ -307,9 +307,18 @@ fn check_tcp(
     }
     // Plain-TCP SRT: the oracle's first request/response turn (client known).
     if !tls && !o["dir_guess"].as_bool().unwrap_or(true) {
-        let want = opt(&o["srt"]["first_us"]).map_or(0.0, |first| {
-            (first - opt(&hs["server_nt_us"]).unwrap_or(0.0)).max(0.0)
-        });
+        // t_snt: the oracle's is from the first SYN+ACK. With several
+        // SYN+ACKs (a retry, or a copy duplicated on the way) xdprobe takes
+        // the last one before the handshake ACK (`metrics/handshake.rs`), so
+        // its own server_net_us is the t_snt to subtract; that value is
+        // checked against tshark through rtt_us = initial_rtt above.
+        let t_snt = if u(&hs["synack_count"]) > 1 {
+            opt(&last["server_net_us"])
+        } else {
+            opt(&hs["server_nt_us"])
+        };
+        let want = opt(&o["srt"]["first_us"])
+            .map_or(0.0, |first| (first - t_snt.unwrap_or(0.0)).max(0.0));
         let got = recs
             .iter()
             .find(|r| u(&r["srt_count"]) > 0)

@@ -105,13 +105,15 @@ pub struct Interface {
     /// At least one; queue numbers unique within the interface, cores unique
     /// across the config.
     pub queues: Vec<QueueBinding>,
-    /// Frames per UMEM (per queue). Power of two, >= `fill_ring`. Default 4096.
+    /// Frames per UMEM (per queue). Power of two, >= `fill_ring`. Default 16384
+    /// (with 8192-entry rings: ~10 ms of frames at 1 Mpps while the worker is
+    /// off its core; measured in `tests/live_bench.rs`).
     pub umem_frames: u32,
     /// Bytes per frame: 2048 or 4096. Default 4096.
     pub frame_size: u32,
-    /// RX ring entries. Power of two, <= `umem_frames`. Default 2048.
+    /// RX ring entries. Power of two, <= `umem_frames`. Default 8192.
     pub rx_ring: u32,
-    /// Fill ring entries. Power of two, <= `umem_frames`. Default 2048.
+    /// Fill ring entries. Power of two, <= `umem_frames`. Default 8192.
     pub fill_ring: u32,
     /// Completion ring entries (the kernel requires one per UMEM even though
     /// a passive probe never transmits). Power of two. Default 64.

@@ -71,10 +71,10 @@ pub struct XskOptions {
 impl Default for XskOptions {
     fn default() -> Self {
         XskOptions {
-            umem_frames: 4096,
+            umem_frames: 16384,
             frame_size: 4096,
-            rx_ring: 2048,
-            fill_ring: 2048,
+            rx_ring: 8192,
+            fill_ring: 8192,
             completion_ring: 64,
             bind: BindMode::Auto,
             busy_poll: false,

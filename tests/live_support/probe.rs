@@ -48,10 +48,10 @@ name = "{iface}"
 xdp_mode = "native"
 xsk_bind = "copy"
 queues = [{queues}]
-umem_frames = 4096
+umem_frames = 16384
 frame_size = 4096
-rx_ring = 2048
-fill_ring = 2048
+rx_ring = 8192
+fill_ring = 8192
 completion_ring = 64
 poll_timeout = "10ms"
 

@@ -69,7 +69,7 @@ impl Validator<'_> {
                 iface.umem_frames.as_ref(),
                 IntRule {
                     min: 64,
-                    ..ring("umem_frames", 4096)
+                    ..ring("umem_frames", 16384)
                 },
             );
             let frame_size = match &iface.frame_size {
@@ -102,8 +102,8 @@ impl Validator<'_> {
                 }
                 n
             };
-            let rx_ring = ring_within_umem(self, "rx_ring", iface.rx_ring.as_ref(), 2048);
-            let fill_ring = ring_within_umem(self, "fill_ring", iface.fill_ring.as_ref(), 2048);
+            let rx_ring = ring_within_umem(self, "rx_ring", iface.rx_ring.as_ref(), 8192);
+            let fill_ring = ring_within_umem(self, "fill_ring", iface.fill_ring.as_ref(), 8192);
             let completion_ring = self.int(
                 &format!("{key}.completion_ring"),
                 iface.completion_ring.as_ref(),

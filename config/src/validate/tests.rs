@@ -521,7 +521,7 @@ fn minimal_config_gets_documented_defaults() {
             i.fill_ring,
             i.completion_ring
         ),
-        (4096, 4096, 2048, 2048, 64)
+        (16384, 4096, 8192, 8192, 64)
     );
     assert!(!i.busy_poll);
     assert_eq!(i.poll_timeout, Duration::from_millis(100));

@@ -317,8 +317,8 @@ fn check_tcp(
         } else {
             opt(&hs["server_nt_us"])
         };
-        let want = opt(&o["srt"]["first_us"])
-            .map_or(0.0, |first| (first - t_snt.unwrap_or(0.0)).max(0.0));
+        let want =
+            opt(&o["srt"]["first_us"]).map_or(0.0, |first| (first - t_snt.unwrap_or(0.0)).max(0.0));
         let got = recs
             .iter()
             .find(|r| u(&r["srt_count"]) > 0)

@@ -3,7 +3,7 @@
 //! SIGTERM in the middle of traffic detaches XDP, flushes every active
 //! flow, and exits 0, and every connection that was open arrives at
 //! nfcapd. While running, the process holds only CAP_BPF and
-//! CAP_NET_ADMIN.
+//! CAP_NET_ADMIN, also after switching to a configured `[probe] user`.
 
 mod common;
 mod live_support;
@@ -71,6 +71,7 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
         metrics_port: 19471,
         extra_args: Vec::new(),
         idle_timeout: "300s",
+        user: None,
     };
     let probe = Probe::start(&b.p, &tmp.0, &opts);
     let pid = probe.child.id();
@@ -193,4 +194,97 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
         );
         assert!(pkts >= 10 + 3, "handshake and ten writes at least");
     }
+}
+
+#[test]
+fn runs_as_the_configured_user_and_still_captures() {
+    let test = "runs_as_the_configured_user_and_still_captures";
+    if !require_root(test) {
+        return;
+    }
+    let Some(shared) = common::shared_or_skip() else {
+        return;
+    };
+    let tmp = TempDir::new("as-user");
+    // The config and the JSON output stay readable/writable: the daemon
+    // opens its output before it switches user, and reads the config again
+    // only on SIGHUP.
+    let b = Bench::new(1, None, &shared, &tmp.0);
+    let opts = ProbeOpts {
+        iface: "p1",
+        queues: 1,
+        collectors: Vec::new(),
+        metrics_port: 19472,
+        extra_args: Vec::new(),
+        idle_timeout: "300s",
+        user: Some("nobody"),
+    };
+    let probe = Probe::start(&b.p, &tmp.0, &opts);
+    let pid = probe.child.id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let ids = |key: &str| -> Vec<u32> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| {
+                v.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(ids("Uid:"), [65534; 4], "runs as nobody:\n{status}");
+    assert_eq!(
+        ids("Gid:"),
+        [65534; 4],
+        "primary group of nobody:\n{status}"
+    );
+    assert_eq!(
+        cap_eff(pid),
+        (1 << 12) | (1 << 39),
+        "keeps exactly CAP_NET_ADMIN and CAP_BPF after the switch"
+    );
+
+    // It still captures after the switch: one connection with data.
+    let listener =
+        b.s.run(|| TcpListener::bind((SERVER_IP, PORT)).expect("listen"));
+    let client_port = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            // Bounded: never waits past 5 s for the client.
+            listener.set_nonblocking(true).expect("nonblocking");
+            let end = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < end {
+                if let Ok((mut c, _)) = listener.accept() {
+                    let _ = c.write_all(b"hello back\n");
+                    std::thread::sleep(Duration::from_millis(200));
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let mut s = b.c.run(|| {
+            TcpStream::connect_timeout(
+                &format!("{SERVER_IP}:{PORT}").parse().expect("addr"),
+                Duration::from_secs(5),
+            )
+            .expect("connect")
+        });
+        s.write_all(b"hello\n").expect("write");
+        std::thread::sleep(Duration::from_millis(300));
+        s.local_addr().expect("addr").port()
+    });
+    let (status, records, log) = probe.stop();
+    assert!(status.success(), "SIGTERM must exit 0: {status}\n{log}");
+    let rec = records
+        .iter()
+        .find(|r| r["server_port"] == PORT && r["client_port"] == client_port)
+        .unwrap_or_else(|| panic!("no record of the connection: {records:#?}\n{log}"));
+    assert!(
+        rec["rtt_us"].as_u64().is_some(),
+        "handshake measured: {rec}"
+    );
+    assert!(
+        rec["c2s"]["packets"].as_u64().unwrap_or(0) >= 3,
+        "SYN, ACK and data at least: {rec}"
+    );
 }

@@ -24,6 +24,8 @@ pub struct ProbeOpts<'a> {
     pub metrics_port: u16,
     pub extra_args: Vec<&'a str>,
     pub idle_timeout: &'a str,
+    /// `[probe] user`: switch to this account after setup.
+    pub user: Option<&'a str>,
 }
 
 pub struct Probe {
@@ -42,6 +44,7 @@ pub fn config_text(o: &ProbeOpts<'_>) -> String {
         r#"[probe]
 mode = "appliance"
 log_interval = "1s"
+{user}
 
 [[interface]]
 name = "{iface}"
@@ -71,6 +74,10 @@ listen = "127.0.0.1:{port}"
         iface = o.iface,
         queues = queues.join(", "),
         idle = o.idle_timeout,
+        user = o
+            .user
+            .map(|u| format!("user = \"{u}\""))
+            .unwrap_or_default(),
         collectors = collectors.join(", "),
         port = o.metrics_port,
     )

@@ -1,0 +1,121 @@
+//! Expiry of the flow table: the time-ordered lists' heads, the cached next
+//! deadline, eviction when full, timeouts changed at run time, flush.
+//! Everything runs on packet time (`FlowTable::now`), never the clock.
+
+use super::{Counters, Flow, FlowConfig, FlowTable, dur_ns};
+use crate::flow::lru::ListId;
+use crate::flow::record::{EndReason, FlowRecord};
+use crate::time::Timestamp;
+
+impl FlowTable {
+    /// Runs every expiry whose time has come at `self.now`.
+    pub(super) fn expire(&mut self, out: &mut impl FnMut(FlowRecord)) {
+        let now = self.now;
+        while let Some(i) = self.lists.head(ListId::Closing) {
+            if self.slab.0[i as usize].close_deadline > now {
+                break;
+            }
+            self.end(i, EndReason::End, out);
+        }
+        while let Some(i) = self.lists.head(ListId::Lru) {
+            let f = &mut self.slab.0[i as usize];
+            if now.nanos_since(f.lru_at) < self.cfg_idle_ns {
+                break;
+            }
+            if now.nanos_since(f.last) >= self.cfg_idle_ns {
+                self.end(i, EndReason::Idle, out);
+            } else {
+                // Seen since it was queued: check again an idle period on.
+                // So a record leaves between 1× and 2× the idle timeout
+                // after its last packet; where a flow ends is exact (see
+                // `process`).
+                f.lru_at = now;
+                self.lists.move_to_back(&mut self.slab, ListId::Lru, i);
+            }
+        }
+        while let Some(i) = self.lists.head(ListId::Active) {
+            let f = &mut self.slab.0[i as usize];
+            if now.nanos_since(f.anchor) < self.cfg_active_ns {
+                break;
+            }
+            if f.packets() > 0 {
+                self.stats.records += 1;
+                out(f.record(EndReason::Active));
+            }
+            f.dirs = [Counters::default(); 2];
+            f.metrics.reset_interval();
+            f.seq_in_flow = f.seq_in_flow.wrapping_add(1);
+            f.anchor = now;
+            self.lists.move_to_back(&mut self.slab, ListId::Active, i);
+        }
+        self.next_deadline = self.earliest_deadline();
+    }
+
+    /// The earliest time any list head is due (exact after `expire`).
+    pub(super) fn earliest_deadline(&self) -> Timestamp {
+        let slab = &self.slab.0;
+        let at = |l: ListId, due: &dyn Fn(&Flow) -> Timestamp| {
+            self.lists
+                .head(l)
+                .map_or(Timestamp(u64::MAX), |i| due(&slab[i as usize]))
+        };
+        let idle = self.cfg_idle_ns;
+        let active = self.cfg_active_ns;
+        at(ListId::Closing, &|f| f.close_deadline)
+            .min(at(ListId::Lru, &|f| f.lru_at.saturating_add_nanos(idle)))
+            .min(at(ListId::Active, &|f| {
+                f.anchor.saturating_add_nanos(active)
+            }))
+    }
+
+    /// Makes room for one flow: ends the least recently seen one, as far as
+    /// a bounded CLOCK sweep can tell (flows at the LRU head that saw packets
+    /// since they were queued get a second chance).
+    pub(super) fn evict_one(&mut self, out: &mut impl FnMut(FlowRecord)) {
+        const SECOND_CHANCES: usize = 32;
+        let now = self.now;
+        for _ in 0..SECOND_CHANCES {
+            let Some(i) = self.lists.head(ListId::Lru) else {
+                return;
+            };
+            let f = &mut self.slab.0[i as usize];
+            if f.last <= f.lru_at {
+                break;
+            }
+            f.lru_at = now;
+            self.lists.move_to_back(&mut self.slab, ListId::Lru, i);
+        }
+        if let Some(i) = self.lists.head(ListId::Lru) {
+            self.stats.evicted += 1;
+            self.end(i, EndReason::Evicted, out);
+        }
+    }
+
+    /// Applies new idle/active/linger timeouts to the running table (config
+    /// reload). Flows keep their state; every deadline is re-evaluated at
+    /// the next packet or tick. Capacity and NPM need a new table.
+    pub fn set_timeouts(&mut self, cfg: &FlowConfig) {
+        self.cfg_idle_ns = dur_ns(cfg.idle_timeout);
+        self.cfg_active_ns = dur_ns(cfg.active_timeout);
+        self.cfg_linger_ns = dur_ns(cfg.tcp_linger);
+        self.next_deadline = Timestamp::ZERO;
+    }
+
+    /// Advances packet time without a packet (a live worker calls this when
+    /// its queue is quiet, with the current capture-clock time).
+    pub fn tick(&mut self, now: Timestamp, out: &mut impl FnMut(FlowRecord)) {
+        if now > self.now {
+            self.now = now;
+            if now >= self.next_deadline {
+                self.expire(out);
+            }
+        }
+    }
+
+    /// Ends every flow (end of input, shutdown), oldest first.
+    pub fn flush(&mut self, out: &mut impl FnMut(FlowRecord)) {
+        while let Some(i) = self.lists.head(ListId::Lru) {
+            self.end(i, EndReason::Forced, out);
+        }
+    }
+}

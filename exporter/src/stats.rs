@@ -42,3 +42,28 @@ pub struct ExportStats {
     pub channel_drops: u64,
     pub collectors: Vec<CollectorStats>,
 }
+
+impl std::fmt::Display for CollectorStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} messages, {} records, {} octets, {} not sent, {} connects",
+            self.url, self.messages, self.records, self.octets, self.not_sent, self.connects
+        )
+    }
+}
+
+/// One line for logs and summaries.
+impl std::fmt::Display for ExportStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} records received, {} dropped at the full channel",
+            self.records_received, self.channel_drops
+        )?;
+        for c in &self.collectors {
+            write!(f, "; {c}")?;
+        }
+        Ok(())
+    }
+}

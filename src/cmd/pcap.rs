@@ -179,7 +179,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         ignored.store(stats.drops.total(), Ordering::Relaxed);
         let es = exporter.shutdown().context("flushing the exporter")?;
         if args.stats {
-            eprintln!("export: {es:?}");
+            eprintln!("export: {es}");
         }
     }
     match read_result {

@@ -441,7 +441,7 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     );
     log_line(&report);
     let stats = exporter.shutdown()?;
-    tracing::info!(?stats, "exporter stopped");
+    tracing::info!(%stats, "exporter stopped");
     if let Some((tx, handle)) = json {
         drop(tx);
         if let Ok(n) = handle.join() {

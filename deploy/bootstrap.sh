@@ -3,7 +3,8 @@
 # xdprobe, and nothing more. Idempotent and fast when all is there (each step
 # checks first). Needs root for apt; run from anywhere.
 #
-#   apt:   llvm-22-dev (bpf-linker links against it), clang, libelf-dev,
+#   apt:   llvm-22-dev + libpolly-22-dev (bpf-linker links against LLVM;
+#          Polly in case llvm-config lists it), clang, libelf-dev,
 #          zlib1g-dev, m4, libpcap-dev (xsk-rs builds libxdp/libbpf), bpftool;
 #          tshark (the tests' oracle), nfdump, pmacct, softflowd (real
 #          collectors and peers), tcpdump, iperf3, curl, openssl, ethtool,
@@ -14,7 +15,7 @@ set -euo pipefail
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
-APT_PKGS=(llvm-22-dev clang libelf-dev zlib1g-dev m4 libpcap-dev bpftool pkg-config
+APT_PKGS=(llvm-22-dev libpolly-22-dev clang libelf-dev zlib1g-dev m4 libpcap-dev bpftool pkg-config
           tshark nfdump pmacct softflowd tcpdump iperf3 curl openssl ethtool
           iproute2 procps psmisc)
 

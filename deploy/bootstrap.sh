@@ -8,7 +8,7 @@
 #          zlib1g-dev, m4, libpcap-dev (xsk-rs builds libxdp/libbpf), bpftool;
 #          tshark (the tests' oracle), nfdump, pmacct, softflowd (real
 #          collectors and peers), tcpdump, iperf3, curl, openssl, ethtool,
-#          iproute2 (the capture rig in ../shared/tools), valgrind-free.
+#          iproute2, procps, psmisc (the capture rig in ../shared/tools).
 #   rust:  the nightly toolchain's rust-src (the eBPF crate is built with
 #          -Z build-std=core), bpf-linker, cargo-fuzz (bounded fuzz run).
 set -euo pipefail

@@ -18,17 +18,31 @@ use std::net::IpAddr;
 
 use hashbrown::HashMap;
 
+use crate::parse::PacketMeta;
 use crate::time::Timestamp;
 
 /// RFC 791/8200 reassembly timers are 15–60 s; 30 s covers both families.
 const FRAG_TIMEOUT_NS: u64 = 30_000_000_000;
 
+/// Which datagram a fragment belongs to (RFC 791 §3.2: source,
+/// destination, protocol and identification).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct FragKey {
+pub struct FragKey {
     src: IpAddr,
     dst: IpAddr,
     proto: u8,
     id: u32,
+}
+
+impl FragKey {
+    pub fn of(pkt: &PacketMeta<'_>, id: u32) -> FragKey {
+        FragKey {
+            src: pkt.src,
+            dst: pkt.dst,
+            proto: pkt.proto,
+            id,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -65,17 +79,7 @@ impl FragTable {
     }
 
     /// Remembers the ports of a first fragment.
-    #[allow(clippy::too_many_arguments)]
-    pub fn first(
-        &mut self,
-        src: IpAddr,
-        dst: IpAddr,
-        proto: u8,
-        id: u32,
-        src_port: u16,
-        dst_port: u16,
-        now: Timestamp,
-    ) {
+    pub fn first(&mut self, key: FragKey, (src_port, dst_port): (u16, u16), now: Timestamp) {
         if self.map.len() >= self.capacity {
             self.map
                 .retain(|_, v| now.nanos_since(v.seen) < FRAG_TIMEOUT_NS);
@@ -84,12 +88,6 @@ impl FragTable {
                 return;
             }
         }
-        let key = FragKey {
-            src,
-            dst,
-            proto,
-            id,
-        };
         self.map.insert(
             key,
             FragPorts {
@@ -102,21 +100,7 @@ impl FragTable {
 
     /// Ports for a later fragment, `(0, 0)` when its first fragment is
     /// unknown. The entry is dropped with the last fragment (`more == false`).
-    pub fn later(
-        &mut self,
-        src: IpAddr,
-        dst: IpAddr,
-        proto: u8,
-        id: u32,
-        more: bool,
-        now: Timestamp,
-    ) -> (u16, u16) {
-        let key = FragKey {
-            src,
-            dst,
-            proto,
-            id,
-        };
+    pub fn later(&mut self, key: FragKey, more: bool, now: Timestamp) -> (u16, u16) {
         let found = match self.map.get(&key) {
             Some(p) if now.nanos_since(p.seen) < FRAG_TIMEOUT_NS => Some((p.src_port, p.dst_port)),
             _ => None,
@@ -154,14 +138,23 @@ mod tests {
         IpAddr::V4(Ipv4Addr::new(192, 0, 2, x))
     }
 
+    fn k(src: u8, dst: u8, proto: u8, id: u32) -> FragKey {
+        FragKey {
+            src: a(src),
+            dst: a(dst),
+            proto,
+            id,
+        }
+    }
+
     #[test]
     fn later_fragments_get_first_fragment_ports_until_last() {
         let mut t = FragTable::new(4);
-        t.first(a(1), a(2), 17, 7, 5353, 53, Timestamp(0));
-        assert_eq!(t.later(a(1), a(2), 17, 7, true, Timestamp(1)), (5353, 53));
-        assert_eq!(t.later(a(1), a(2), 17, 7, false, Timestamp(2)), (5353, 53));
+        t.first(k(1, 2, 17, 7), (5353, 53), Timestamp(0));
+        assert_eq!(t.later(k(1, 2, 17, 7), true, Timestamp(1)), (5353, 53));
+        assert_eq!(t.later(k(1, 2, 17, 7), false, Timestamp(2)), (5353, 53));
         // the last fragment removed the entry
-        assert_eq!(t.later(a(1), a(2), 17, 7, false, Timestamp(3)), (0, 0));
+        assert_eq!(t.later(k(1, 2, 17, 7), false, Timestamp(3)), (0, 0));
         assert_eq!(t.stats.attributed, 2);
         assert_eq!(t.stats.unattributed, 1);
         assert!(t.is_empty());
@@ -170,23 +163,23 @@ mod tests {
     #[test]
     fn other_id_or_direction_is_not_attributed() {
         let mut t = FragTable::new(4);
-        t.first(a(1), a(2), 17, 7, 5353, 53, Timestamp(0));
-        assert_eq!(t.later(a(1), a(2), 17, 8, true, Timestamp(1)), (0, 0));
-        assert_eq!(t.later(a(2), a(1), 17, 7, true, Timestamp(1)), (0, 0));
-        assert_eq!(t.later(a(1), a(2), 6, 7, true, Timestamp(1)), (0, 0));
+        t.first(k(1, 2, 17, 7), (5353, 53), Timestamp(0));
+        assert_eq!(t.later(k(1, 2, 17, 8), true, Timestamp(1)), (0, 0));
+        assert_eq!(t.later(k(2, 1, 17, 7), true, Timestamp(1)), (0, 0));
+        assert_eq!(t.later(k(1, 2, 6, 7), true, Timestamp(1)), (0, 0));
     }
 
     #[test]
     fn bounded_and_stale_entries_swept() {
         let mut t = FragTable::new(2);
-        t.first(a(1), a(2), 17, 1, 1, 1, Timestamp(0));
-        t.first(a(1), a(2), 17, 2, 1, 1, Timestamp(0));
-        t.first(a(1), a(2), 17, 3, 1, 1, Timestamp(1));
+        t.first(k(1, 2, 17, 1), (1, 1), Timestamp(0));
+        t.first(k(1, 2, 17, 2), (1, 1), Timestamp(0));
+        t.first(k(1, 2, 17, 3), (1, 1), Timestamp(1));
         assert_eq!(t.stats.table_full, 1);
         assert_eq!(t.len(), 2);
         let later = Timestamp(FRAG_TIMEOUT_NS + 1);
-        t.first(a(1), a(2), 17, 4, 9, 9, later);
+        t.first(k(1, 2, 17, 4), (9, 9), later);
         assert_eq!(t.len(), 1);
-        assert_eq!(t.later(a(1), a(2), 17, 4, false, later), (9, 9));
+        assert_eq!(t.later(k(1, 2, 17, 4), false, later), (9, 9));
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use hashbrown::HashTable;
 
-use super::frag::FragTable;
+use super::frag::{FragKey, FragTable};
 use super::key::{FlowKey, Roles, Side};
 use super::lru::{Heads, Linked, Links, ListId};
 use super::record::{Dir, DirStats, EndReason, FlowRecord, Npm};
@@ -360,19 +360,12 @@ impl FlowTable {
         let (key, side, hash, candidate) = match pkt.fragment {
             Fragment::None => (prep.key, prep.side, prep.hash, prep.candidate),
             Fragment::First { id } => {
-                self.frags.first(
-                    pkt.src,
-                    pkt.dst,
-                    pkt.proto,
-                    id,
-                    pkt.src_port,
-                    pkt.dst_port,
-                    now,
-                );
+                self.frags
+                    .first(FragKey::of(pkt, id), (pkt.src_port, pkt.dst_port), now);
                 (prep.key, prep.side, prep.hash, None)
             }
             Fragment::Later { id, more, .. } => {
-                let (sport, dport) = self.frags.later(pkt.src, pkt.dst, pkt.proto, id, more, now);
+                let (sport, dport) = self.frags.later(FragKey::of(pkt, id), more, now);
                 let (key, side) =
                     FlowKey::canonical(pkt.src, sport, pkt.dst, dport, pkt.proto, pkt.vlan);
                 (key, side, self.hasher.hash_one(key), None)

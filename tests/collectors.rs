@@ -12,6 +12,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+// The exporter's own test support: datagrams → pcap for tshark, draining a
+// UDP socket (it needs only std and the dataplane crate).
+#[path = "../exporter/tests/common/mod.rs"]
+mod exporter_support;
+use exporter_support::{recv_all, write_udp_pcap};
+
 fn shared() -> PathBuf {
     std::env::var_os("XDPROBE_SHARED")
         .map(PathBuf::from)
@@ -364,8 +370,6 @@ fn tshark_decodes_every_exported_message() {
         let file = dir.join("out.ipfix");
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         let port = sock.local_addr().unwrap().port();
-        sock.set_read_timeout(Some(Duration::from_millis(300)))
-            .unwrap();
         let json = probe(
             pcap,
             &[
@@ -373,11 +377,7 @@ fn tshark_decodes_every_exported_message() {
                 format!("file://{}", file.display()),
             ],
         );
-        let mut dgrams = Vec::new();
-        let mut buf = vec![0u8; 65536];
-        while let Ok(n) = sock.recv(&mut buf) {
-            dgrams.push(buf[..n].to_vec());
-        }
+        let dgrams = recv_all(&sock, Duration::from_millis(300));
         // The RFC 5655 file holds the same IPFIX records, back to back.
         let bytes = std::fs::read(&file).unwrap();
         assert!(
@@ -385,7 +385,7 @@ fn tshark_decodes_every_exported_message() {
             "file starts with an IPFIX message"
         );
         let pc = dir.join("x.pcap");
-        write_pcap(&pc, port, &dgrams);
+        write_udp_pcap(&pc, port, &dgrams);
         let decode = format!("udp.port=={port},cflow");
         let v = Command::new("tshark")
             .args(["-n", "-r"])
@@ -434,36 +434,4 @@ fn tshark_decodes_every_exported_message() {
         assert_eq!(n, want, "{pcap}{query}: records tshark decoded");
         let _ = std::fs::remove_dir_all(&dir);
     }
-}
-
-/// Datagrams as IPv4/UDP packets to `port` in a LINKTYPE_RAW pcap.
-fn write_pcap(path: &Path, port: u16, payloads: &[Vec<u8>]) {
-    let mut out = Vec::new();
-    for x in [
-        0xa1b2_c3d4u32.to_le_bytes().as_slice(),
-        &2u16.to_le_bytes(),
-        &4u16.to_le_bytes(),
-        &[0; 8],
-        &65535u32.to_le_bytes(),
-        &101u32.to_le_bytes(),
-    ] {
-        out.extend_from_slice(x);
-    }
-    for (i, p) in payloads.iter().enumerate() {
-        let total = (28 + p.len()) as u16;
-        let mut ip = vec![0x45, 0];
-        ip.extend_from_slice(&total.to_be_bytes());
-        ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1]);
-        ip.extend_from_slice(&40000u16.to_be_bytes());
-        ip.extend_from_slice(&port.to_be_bytes());
-        ip.extend_from_slice(&(total - 20).to_be_bytes());
-        ip.extend_from_slice(&[0, 0]);
-        ip.extend_from_slice(p);
-        out.extend_from_slice(&(1_700_000_000u32 + i as u32).to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        out.extend_from_slice(&(ip.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(ip.len() as u32).to_le_bytes());
-        out.extend_from_slice(&ip);
-    }
-    std::fs::write(path, out).unwrap();
 }

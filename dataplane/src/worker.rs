@@ -51,15 +51,27 @@ impl Worker {
         ts: Timestamp,
         out: &mut impl FnMut(FlowRecord),
     ) {
+        if let Some(meta) = self.parse_counted(link, frame, wire_len) {
+            self.table.process(&meta, ts, out);
+        }
+    }
+
+    /// Counts the frame and parses it, or counts why it is not used.
+    #[inline]
+    fn parse_counted<'a>(
+        &mut self,
+        link: Option<LinkType>,
+        frame: &'a [u8],
+        wire_len: u32,
+    ) -> Option<PacketMeta<'a>> {
         self.frames += 1;
         let Some(link) = link else {
             self.drops.inc(DropReason::UnsupportedLinkType);
-            return;
+            return None;
         };
-        match parse::parse(link, frame, wire_len) {
-            Ok(meta) => self.table.process(&meta, ts, out),
-            Err(reason) => self.drops.inc(reason),
-        }
+        parse::parse(link, frame, wire_len)
+            .map_err(|reason| self.drops.inc(reason))
+            .ok()
     }
 
     /// New timeouts from a config reload (see `FlowTable::set_timeouts`).
@@ -76,18 +88,9 @@ impl Worker {
         for chunk in frames.chunks(BATCH) {
             let mut ready: [Option<(PacketMeta<'_>, Prepared)>; BATCH] = [None; BATCH];
             for (slot, f) in ready.iter_mut().zip(chunk) {
-                self.frames += 1;
-                let Some(link) = f.link else {
-                    self.drops.inc(DropReason::UnsupportedLinkType);
-                    continue;
-                };
-                match parse::parse(link, f.data, f.wire_len) {
-                    Ok(meta) => {
-                        let prep = self.table.key_of(&meta);
-                        *slot = Some((meta, prep));
-                    }
-                    Err(reason) => self.drops.inc(reason),
-                }
+                *slot = self
+                    .parse_counted(f.link, f.data, f.wire_len)
+                    .map(|meta| (meta, self.table.key_of(&meta)));
             }
             for (meta, prep) in ready.iter_mut().flatten() {
                 self.table.find_candidate(meta, prep);

@@ -29,6 +29,39 @@ impl Location {
     }
 }
 
+/// Where each line of a text starts, so a location costs a binary search
+/// instead of a scan from the top of the file (the validator looks up one
+/// per list entry; scanning made `check-config` quadratic in list length).
+#[derive(Debug, Clone)]
+pub(crate) struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub(crate) fn new(text: &str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { starts }
+    }
+
+    /// 1-based line of byte `offset` (clamped to the text).
+    pub(crate) fn line(&self, offset: usize) -> usize {
+        self.starts.partition_point(|&s| s <= offset).max(1)
+    }
+
+    /// Same as [`Location::of_offset`], scanning only the offset's own line.
+    pub(crate) fn locate(&self, text: &str, offset: usize) -> Location {
+        let mut end = offset.min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let line = self.line(end);
+        let start = self.starts.get(line - 1).copied().unwrap_or(0).min(end);
+        let column = text.get(start..end).map_or(0, |s| s.chars().count()) + 1;
+        Location { line, column }
+    }
+}
+
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.line, self.column)
@@ -63,6 +96,10 @@ pub enum ConfigError {
         #[source]
         problem: Problem,
     },
+    /// More problems than are worth listing: the first
+    /// `validate::MAX_ERRORS` are, this says how many more there are.
+    #[error("{more} more problem(s) not shown; fix the ones above first")]
+    More { more: usize },
 }
 
 impl ConfigError {
@@ -70,7 +107,9 @@ impl ConfigError {
     pub fn key(&self) -> Option<&str> {
         match self {
             ConfigError::Schema { key, .. } | ConfigError::Invalid { key, .. } => Some(key),
-            ConfigError::Read { .. } | ConfigError::Syntax { .. } => None,
+            ConfigError::Read { .. } | ConfigError::Syntax { .. } | ConfigError::More { .. } => {
+                None
+            }
         }
     }
 
@@ -79,7 +118,7 @@ impl ConfigError {
             ConfigError::Syntax { at, .. }
             | ConfigError::Schema { at, .. }
             | ConfigError::Invalid { at, .. } => Some(*at),
-            ConfigError::Read { .. } => None,
+            ConfigError::Read { .. } | ConfigError::More { .. } => None,
         }
     }
 
@@ -96,6 +135,7 @@ impl ConfigError {
                 message.clone()
             }
             ConfigError::Invalid { problem, .. } => problem.to_string(),
+            ConfigError::More { .. } => self.to_string(),
         }
     }
 }
@@ -167,6 +207,7 @@ impl fmt::Display for ConfigErrors {
             }
             match e {
                 ConfigError::Read { .. } => write!(f, "{e}")?,
+                ConfigError::More { .. } => write!(f, "{}: {e}", self.source_name)?,
                 _ => write!(f, "{}:{e}", self.source_name)?,
             }
         }

@@ -2,6 +2,8 @@
 //! each live AF_XDP queue drive the same `Worker`, so a packet is accounted
 //! the same way whatever its source.
 
+use crate::flow::frag::FragStats;
+use crate::flow::mem::AllocError;
 use crate::flow::record::FlowRecord;
 use crate::flow::table::Prepared;
 use crate::flow::{FlowConfig, FlowTable, TableStats};
@@ -22,22 +24,36 @@ pub struct WorkerStats {
     pub table: TableStats,
     pub active_flows: u64,
     pub drops: DropCounters,
-    pub frag_unattributed: u64,
+    /// Packets whose IP length claimed more than their frame held; counted
+    /// with the bytes the frame held (`parse::walk`, "Malformed lengths").
+    pub ip_length_clamped: u64,
+    /// The fragment table: attributed, unattributed, evicted, expired.
+    pub frags: FragStats,
 }
 
 pub struct Worker {
     table: FlowTable,
     drops: DropCounters,
     frames: u64,
+    clamped: u64,
 }
 
 impl Worker {
+    /// For tests and benchmarks: panics if the table's memory cannot be had
+    /// (see [`FlowTable::new`]).
     pub fn new(cfg: &FlowConfig) -> Self {
-        Worker {
-            table: FlowTable::new(cfg),
+        Self::try_new(cfg).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A worker whose flow table has all its memory, or the error saying
+    /// which allocation failed.
+    pub fn try_new(cfg: &FlowConfig) -> Result<Self, AllocError> {
+        Ok(Worker {
+            table: FlowTable::try_new(cfg)?,
             drops: DropCounters::default(),
             frames: 0,
-        }
+            clamped: 0,
+        })
     }
 
     /// Accounts one captured frame. `link` is `None` for a link type the
@@ -51,27 +67,41 @@ impl Worker {
         ts: Timestamp,
         out: &mut impl FnMut(FlowRecord),
     ) {
-        if let Some(meta) = self.parse_counted(link, frame, wire_len) {
+        if let Some(meta) = self.parse_counted(link, frame, wire_len, ts) {
             self.table.process(&meta, ts, out);
         }
     }
 
-    /// Counts the frame and parses it, or counts why it is not used.
+    /// Counts the frame and parses it, or counts why it is not used. A
+    /// capture time outside `[Timestamp::ZERO, Timestamp::MAX]` is a drop:
+    /// no flow or metric ever sees it (see `time.rs`).
     #[inline]
     fn parse_counted<'a>(
         &mut self,
         link: Option<LinkType>,
         frame: &'a [u8],
         wire_len: u32,
+        ts: Timestamp,
     ) -> Option<PacketMeta<'a>> {
         self.frames += 1;
         let Some(link) = link else {
             self.drops.inc(DropReason::UnsupportedLinkType);
             return None;
         };
-        parse::parse(link, frame, wire_len)
-            .map_err(|reason| self.drops.inc(reason))
-            .ok()
+        if !ts.in_range() {
+            self.drops.inc(DropReason::TimestampOutOfRange);
+            return None;
+        }
+        match parse::parse(link, frame, wire_len) {
+            Ok(meta) => {
+                self.clamped += u64::from(meta.length_clamped);
+                Some(meta)
+            }
+            Err(reason) => {
+                self.drops.inc(reason);
+                None
+            }
+        }
     }
 
     /// New timeouts from a config reload (see `FlowTable::set_timeouts`).
@@ -89,7 +119,7 @@ impl Worker {
             let mut ready: [Option<(PacketMeta<'_>, Prepared)>; BATCH] = [None; BATCH];
             for (slot, f) in ready.iter_mut().zip(chunk) {
                 *slot = self
-                    .parse_counted(f.link, f.data, f.wire_len)
+                    .parse_counted(f.link, f.data, f.wire_len, f.ts)
                     .map(|meta| (meta, self.table.key_of(&meta)));
             }
             for (meta, prep) in ready.iter_mut().flatten() {
@@ -119,7 +149,8 @@ impl Worker {
             table: self.table.stats(),
             active_flows: self.table.len() as u64,
             drops: self.drops.clone(),
-            frag_unattributed: self.table.frag_stats().unattributed,
+            ip_length_clamped: self.clamped,
+            frags: self.table.frag_stats(),
         }
     }
 }

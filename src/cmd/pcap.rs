@@ -212,11 +212,26 @@ pub fn print_summary(s: &WorkerStats, elapsed: Duration) {
     for (name, n) in s.drops.iter().filter(|(_, n)| *n > 0) {
         let _ = writeln!(e, "  dropped {name}: {n}");
     }
-    if s.frag_unattributed > 0 {
+    if s.ip_length_clamped > 0 {
+        let _ = writeln!(
+            e,
+            "  IP length beyond the frame (bytes counted as the frame held): {}",
+            s.ip_length_clamped
+        );
+    }
+    let f = &s.frags;
+    if f.unattributed > 0 {
         let _ = writeln!(
             e,
             "  fragments without their first fragment: {}",
-            s.frag_unattributed
+            f.unattributed
+        );
+    }
+    if f.evicted + f.expired > 0 {
+        let _ = writeln!(
+            e,
+            "  fragment table: {} evicted (table full), {} expired",
+            f.evicted, f.expired
         );
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::duration::parse_duration;
 use crate::env::Environment;
-use crate::error::{ConfigError, Location, Problem};
+use crate::error::{ConfigError, LineIndex, Location, Problem};
 use crate::keypath::key_path_at;
 use crate::raw::{RawConfig, S};
 use crate::settings::Config;
@@ -45,17 +45,27 @@ pub fn from_text(text: &str, env: &Environment) -> Result<Config, Vec<ConfigErro
     };
     let mut v = Validator {
         text,
+        lines: LineIndex::new(text),
         env,
         errors: Vec::new(),
+        not_shown: 0,
     };
     let config = v.config(raw);
     if v.errors.is_empty() {
         Ok(config)
     } else {
         v.errors.sort_by_key(|e| e.location());
+        if v.not_shown > 0 {
+            v.errors.push(ConfigError::More { more: v.not_shown });
+        }
         Err(v.errors)
     }
 }
+
+/// Problems listed per file; beyond it they are only counted, so a
+/// generated file with a million bad entries costs no more than 100 lines
+/// of output (and no per-entry line lookups).
+pub const MAX_ERRORS: usize = 100;
 
 /// serde names our private types and Rust integer types; say it in TOML terms.
 fn plain_serde_message(message: &str) -> String {
@@ -71,8 +81,11 @@ fn plain_serde_message(message: &str) -> String {
 /// Collects errors while building the config.
 pub(crate) struct Validator<'a> {
     text: &'a str,
+    lines: LineIndex,
     env: &'a Environment,
     errors: Vec<ConfigError>,
+    /// Problems found beyond [`MAX_ERRORS`].
+    not_shown: usize,
 }
 
 /// Inclusive bounds and a name for an integer setting.
@@ -96,14 +109,18 @@ pub(crate) struct DurationRule {
 
 impl Validator<'_> {
     pub(crate) fn at(&self, span: Range<usize>) -> Location {
-        Location::of_offset(self.text, span.start)
+        self.lines.locate(self.text, span.start)
     }
 
     pub(crate) fn line_of(&self, span: Range<usize>) -> usize {
-        self.at(span).line
+        self.lines.line(span.start)
     }
 
     pub(crate) fn invalid(&mut self, key: impl Into<String>, span: Range<usize>, problem: Problem) {
+        if self.errors.len() >= MAX_ERRORS {
+            self.not_shown += 1;
+            return;
+        }
         let at = self.at(span);
         self.errors.push(ConfigError::Invalid {
             key: key.into(),

@@ -164,6 +164,8 @@ impl Validator<'_> {
                     max: max_len,
                 },
             );
+            // The list is refused whole: its entries are not worth a look each.
+            return Vec::new();
         }
         let mut seen: HashMap<i64, usize> = HashMap::new();
         let mut out = Vec::with_capacity(list.len());
@@ -227,8 +229,14 @@ impl Validator<'_> {
             );
         }
         let mut seen: HashMap<Prefix, usize> = HashMap::new();
-        let mut prefixes = Vec::with_capacity(raw.prefixes.len());
-        for (i, p) in raw.prefixes.iter().enumerate() {
+        let mut prefixes = Vec::with_capacity(raw.prefixes.len().min(MAX_FILTER_PREFIXES));
+        // A list over the limit is refused whole: its entries are not looked at.
+        let checked = if raw.prefixes.len() > MAX_FILTER_PREFIXES {
+            &[][..]
+        } else {
+            &raw.prefixes[..]
+        };
+        for (i, p) in checked.iter().enumerate() {
             let key = format!("filter.prefixes[{i}]");
             match p.get_ref().parse::<Prefix>() {
                 Err(e) => self.invalid(key, p.span(), e.into()),

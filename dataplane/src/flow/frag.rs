@@ -6,9 +6,16 @@
 //! (an operator expects a fragmented DNS answer inside the DNS flow, not in a
 //! port-less one). A later fragment whose first fragment was not seen (lost,
 //! or arrived after it) counts in a port-less flow of its address pair and is
-//! counted as `unattributed`. The table is bounded: when full, entries older
-//! than the reassembly timeout are swept, and if none are, the new datagram
-//! is not remembered (counted).
+//! counted as `unattributed`.
+//!
+//! The table is a fixed ring of `capacity` slots in arrival order plus a
+//! pre-sized index, so every operation is O(1) and nothing allocates after
+//! construction, whatever arrives. When the ring is full the oldest slot
+//! makes room: an entry past the reassembly timeout leaves as `expired`, a
+//! live one as `evicted` (counted: under a first-fragment flood the newest
+//! datagrams win, as a legitimate one's later fragments follow it within
+//! microseconds while a flood's never come). A last fragment frees its
+//! entry at once; its slot is reused when the ring comes round to it.
 //!
 //! Wireshark differs: with reassembly on it shows the *last* fragment as the
 //! UDP/TCP packet and the others as plain IP; golden tests compare totals per
@@ -18,6 +25,7 @@ use std::net::IpAddr;
 
 use hashbrown::HashMap;
 
+use super::mem::{AllocError, hash_index_bytes, index_capacity};
 use crate::parse::PacketMeta;
 use crate::time::Timestamp;
 
@@ -45,10 +53,14 @@ impl FragKey {
     }
 }
 
+/// One ring slot: a remembered first fragment, or a free slot (`live`
+/// false) left by a last fragment or not used yet.
 #[derive(Clone, Copy, Debug)]
-struct FragPorts {
+struct Slot {
+    key: FragKey,
     src_port: u16,
     dst_port: u16,
+    live: bool,
     seen: Timestamp,
 }
 
@@ -56,57 +68,120 @@ struct FragPorts {
 pub struct FragStats {
     /// Later fragments counted in their datagram's flow.
     pub attributed: u64,
-    /// Later fragments whose first fragment was not seen.
+    /// Later fragments whose first fragment was not seen (or was forgotten).
     pub unattributed: u64,
-    /// First fragments not remembered because the table was full.
-    pub table_full: u64,
+    /// Remembered first fragments pushed out by newer ones before the
+    /// reassembly timeout, because the table was full.
+    pub evicted: u64,
+    /// Remembered first fragments whose datagram never ended within the
+    /// reassembly timeout (found when their slot was reused).
+    pub expired: u64,
 }
 
 #[derive(Debug)]
 pub struct FragTable {
-    map: HashMap<FragKey, FragPorts>,
-    capacity: usize,
+    /// Slot index by datagram; at most `ring.len()` entries in twice the
+    /// room ([`index_capacity`]), so it never grows past its first allocation.
+    index: HashMap<FragKey, u32>,
+    ring: Vec<Slot>,
+    /// Next slot to (re)use: the oldest one once the ring has wrapped.
+    next: usize,
     pub stats: FragStats,
 }
 
 impl FragTable {
     pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.clamp(1, u32::MAX as usize);
         FragTable {
-            map: HashMap::with_capacity(capacity),
-            capacity,
+            index: HashMap::with_capacity(index_capacity(capacity)),
+            ring: Vec::with_capacity(capacity),
+            next: 0,
             stats: FragStats::default(),
         }
     }
 
-    /// Remembers the ports of a first fragment.
+    /// [`new`](Self::new) that reports an allocation failure instead of
+    /// aborting.
+    pub fn try_new(capacity: usize) -> Result<Self, AllocError> {
+        let capacity = capacity.clamp(1, u32::MAX as usize);
+        let fail = || AllocError {
+            what: "the fragment table",
+            bytes: Self::memory_bytes(capacity),
+        };
+        let mut ring = Vec::new();
+        ring.try_reserve_exact(capacity).map_err(|_| fail())?;
+        let mut index = HashMap::new();
+        index
+            .try_reserve(index_capacity(capacity))
+            .map_err(|_| fail())?;
+        Ok(FragTable {
+            index,
+            ring,
+            next: 0,
+            stats: FragStats::default(),
+        })
+    }
+
+    /// Bytes this table allocates for `capacity` entries (index and ring),
+    /// for the up-front memory estimate.
+    pub fn memory_bytes(capacity: usize) -> u64 {
+        let capacity = capacity.clamp(1, u32::MAX as usize);
+        hash_index_bytes(index_capacity(capacity), size_of::<(FragKey, u32)>())
+            + (capacity * size_of::<Slot>()) as u64
+    }
+
+    /// Remembers the ports of a first fragment. O(1): takes the next ring
+    /// slot, pushing out whatever the oldest slot still holds.
     pub fn first(&mut self, key: FragKey, (src_port, dst_port): (u16, u16), now: Timestamp) {
-        if self.map.len() >= self.capacity {
-            self.map
-                .retain(|_, v| now.nanos_since(v.seen) < FRAG_TIMEOUT_NS);
-            if self.map.len() >= self.capacity {
-                self.stats.table_full += 1;
-                return;
-            }
-        }
-        self.map.insert(
+        let slot = Slot {
             key,
-            FragPorts {
-                src_port,
-                dst_port,
-                seen: now,
-            },
-        );
+            src_port,
+            dst_port,
+            live: true,
+            seen: now,
+        };
+        // A repeated first fragment (same datagram) replaces the earlier one.
+        if let Some(old) = self.index.remove(&key)
+            && let Some(s) = self.ring.get_mut(old as usize)
+        {
+            s.live = false;
+        }
+        let i = if self.ring.len() < self.ring.capacity() {
+            self.ring.push(slot);
+            self.ring.len() - 1
+        } else {
+            let i = self.next;
+            let Some(old) = self.ring.get_mut(i) else {
+                return;
+            };
+            if old.live {
+                if now.nanos_since(old.seen) < FRAG_TIMEOUT_NS {
+                    self.stats.evicted += 1;
+                } else {
+                    self.stats.expired += 1;
+                }
+                self.index.remove(&old.key);
+            }
+            *old = slot;
+            self.next = if i + 1 == self.ring.len() { 0 } else { i + 1 };
+            i
+        };
+        self.index.insert(key, i as u32);
     }
 
     /// Ports for a later fragment, `(0, 0)` when its first fragment is
     /// unknown. The entry is dropped with the last fragment (`more == false`).
     pub fn later(&mut self, key: FragKey, more: bool, now: Timestamp) -> (u16, u16) {
-        let found = match self.map.get(&key) {
-            Some(p) if now.nanos_since(p.seen) < FRAG_TIMEOUT_NS => Some((p.src_port, p.dst_port)),
-            _ => None,
-        };
-        if !more {
-            self.map.remove(&key);
+        let slot = self.index.get(&key).copied();
+        let found = slot
+            .and_then(|i| self.ring.get(i as usize))
+            .filter(|s| now.nanos_since(s.seen) < FRAG_TIMEOUT_NS)
+            .map(|s| (s.src_port, s.dst_port));
+        if !more && let Some(i) = slot {
+            self.index.remove(&key);
+            if let Some(s) = self.ring.get_mut(i as usize) {
+                s.live = false;
+            }
         }
         match found {
             Some(ports) => {
@@ -121,11 +196,11 @@ impl FragTable {
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.index.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.index.is_empty()
     }
 }
 
@@ -170,16 +245,58 @@ mod tests {
     }
 
     #[test]
-    fn bounded_and_stale_entries_swept() {
+    fn full_table_pushes_out_the_oldest_and_counts_it() {
         let mut t = FragTable::new(2);
         t.first(k(1, 2, 17, 1), (1, 1), Timestamp(0));
-        t.first(k(1, 2, 17, 2), (1, 1), Timestamp(0));
-        t.first(k(1, 2, 17, 3), (1, 1), Timestamp(1));
-        assert_eq!(t.stats.table_full, 1);
+        t.first(k(1, 2, 17, 2), (2, 2), Timestamp(0));
+        t.first(k(1, 2, 17, 3), (3, 3), Timestamp(1));
+        assert_eq!(t.stats.evicted, 1);
         assert_eq!(t.len(), 2);
+        // The newest datagrams are the ones remembered.
+        assert_eq!(t.later(k(1, 2, 17, 1), false, Timestamp(2)), (0, 0));
+        assert_eq!(t.later(k(1, 2, 17, 3), true, Timestamp(2)), (3, 3));
+        // A slot whose datagram is past the timeout leaves as expired.
         let later = Timestamp(FRAG_TIMEOUT_NS + 1);
         t.first(k(1, 2, 17, 4), (9, 9), later);
-        assert_eq!(t.len(), 1);
+        assert_eq!((t.stats.evicted, t.stats.expired), (1, 1));
         assert_eq!(t.later(k(1, 2, 17, 4), false, later), (9, 9));
+        // Slot 0 holds 3, whose timeout has passed too.
+        t.first(k(1, 2, 17, 5), (5, 5), later);
+        assert_eq!((t.stats.evicted, t.stats.expired), (1, 2));
+        // Slot 1 was freed by 4's last fragment: nothing is pushed out.
+        t.first(k(1, 2, 17, 6), (6, 6), later);
+        assert_eq!((t.stats.evicted, t.stats.expired), (1, 2));
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn a_repeated_first_fragment_replaces_the_earlier_one() {
+        let mut t = FragTable::new(4);
+        t.first(k(1, 2, 17, 7), (1, 1), Timestamp(0));
+        t.first(k(1, 2, 17, 7), (2, 2), Timestamp(1));
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.later(k(1, 2, 17, 7), false, Timestamp(2)), (2, 2));
+        assert!(t.is_empty());
+        // Neither slot is live any more: filling the ring evicts nothing.
+        for id in 10..14 {
+            t.first(k(1, 2, 17, id), (3, 3), Timestamp(3));
+        }
+        assert_eq!(t.stats.evicted, 0);
+        t.first(k(1, 2, 17, 20), (3, 3), Timestamp(3));
+        assert_eq!(t.stats.evicted, 1);
+        assert_eq!(t.len(), 4);
+    }
+
+    #[test]
+    fn a_flood_keeps_the_table_at_its_capacity() {
+        let mut t = FragTable::new(64);
+        let cap = t.index.capacity();
+        for id in 0..100_000 {
+            t.first(k(1, 2, 17, id), (1, 1), Timestamp(u64::from(id)));
+        }
+        assert_eq!(t.len(), 64);
+        assert_eq!(t.stats.evicted, 100_000 - 64);
+        assert_eq!(t.index.capacity(), cap, "the index never grew");
+        assert_eq!(t.ring.capacity(), 64);
     }
 }

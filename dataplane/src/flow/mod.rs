@@ -3,7 +3,7 @@
 pub mod frag;
 pub mod key;
 mod lru;
-mod mem;
+pub mod mem;
 pub mod record;
 pub mod table;
 

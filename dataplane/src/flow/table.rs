@@ -2,9 +2,11 @@
 //! it, and time-ordered lists for expiry. No locks, no allocation after
 //! construction (the slab, index and free list are sized from the config).
 //!
-//! Memory per flow: `size_of::<Flow>()` in the slab plus 8 bytes of index
-//! (slot + hash tag) and 1 control byte in the `HashTable` (sized for the
-//! capacity at 7/8 load);
+//! Memory per flow: `size_of::<Flow>()` in the slab, 4 bytes of free list,
+//! and in the `HashTable` 8 bytes of index (slot + hash tag) and 1 control
+//! byte per bucket, sized for twice the capacity at 7/8 load so churn at
+//! the limit never makes it grow (`flow::mem::index_capacity`);
+//! `FlowConfig::memory_bytes` adds it up for the up-front check and
 //! `flow::table::tests::memory_per_flow` prints and bounds it.
 
 use std::hash::BuildHasher;
@@ -15,6 +17,7 @@ use hashbrown::HashTable;
 use super::frag::{FragKey, FragTable};
 use super::key::{FlowKey, Roles, Side};
 use super::lru::{Heads, Linked, Links, ListId};
+use super::mem::{AllocError, hash_index_bytes, index_capacity};
 use super::record::{Dir, DirStats, EndReason, FlowRecord, Npm};
 use crate::metrics::L4Metrics;
 use crate::parse::{Fragment, L4, PacketMeta, TcpFlags};
@@ -237,27 +240,66 @@ fn dur_ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+impl FlowConfig {
+    /// Bytes a table with these settings allocates up front (slab, index,
+    /// free list, fragment table): what `FlowTable::try_new` asks for, to
+    /// check against the machine before starting. The slab's pages are only
+    /// touched as flows arrive, so the resident size reaches this once the
+    /// table has been full.
+    pub fn memory_bytes(&self) -> u64 {
+        let capacity = table_capacity(self.capacity);
+        (capacity * (size_of::<Flow>() + size_of::<u32>())) as u64
+            + hash_index_bytes(index_capacity(capacity), size_of::<IndexSlot>())
+            + FragTable::memory_bytes(self.frag_capacity)
+    }
+}
+
+fn table_capacity(configured: usize) -> usize {
+    configured.clamp(1, u32::MAX as usize - 1)
+}
+
 impl FlowTable {
+    /// A table for `cfg`, for tests and benchmarks: panics if its memory
+    /// cannot be had. Everything that serves an operator uses
+    /// [`try_new`](Self::try_new) after checking
+    /// [`FlowConfig::memory_bytes`] against the machine.
     pub fn new(cfg: &FlowConfig) -> Self {
-        let capacity = cfg.capacity.clamp(1, u32::MAX as usize - 1);
-        let slab: Vec<Flow> = Vec::with_capacity(capacity);
+        Self::try_new(cfg).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A table for `cfg`, or an error when its memory cannot be allocated.
+    pub fn try_new(cfg: &FlowConfig) -> Result<Self, AllocError> {
+        let capacity = table_capacity(cfg.capacity);
+        let fail = || AllocError {
+            what: "the flow table",
+            bytes: cfg.memory_bytes(),
+        };
+        let mut slab: Vec<Flow> = Vec::new();
+        slab.try_reserve_exact(capacity).map_err(|_| fail())?;
         super::mem::advise_huge_pages(slab.as_ptr(), capacity * std::mem::size_of::<Flow>());
-        FlowTable {
+        let mut free = Vec::new();
+        free.try_reserve_exact(capacity).map_err(|_| fail())?;
+        let mut index = HashTable::new();
+        let no_entries = |_: &IndexSlot| 0;
+        index
+            .try_reserve(index_capacity(capacity), no_entries)
+            .map_err(|_| fail())?;
+        Ok(FlowTable {
             cfg_idle_ns: dur_ns(cfg.idle_timeout),
             cfg_active_ns: dur_ns(cfg.active_timeout),
             cfg_linger_ns: dur_ns(cfg.tcp_linger),
             npm: cfg.npm,
             capacity,
-            index: HashTable::with_capacity(capacity),
+            index,
             hasher: hashbrown::DefaultHashBuilder::default(),
             slab: Slab(slab),
-            free: Vec::with_capacity(capacity),
+            free,
             lists: Heads::default(),
-            frags: FragTable::new(cfg.frag_capacity),
+            frags: FragTable::try_new(cfg.frag_capacity)?,
             now: Timestamp::ZERO,
             next_deadline: Timestamp(u64::MAX),
             stats: TableStats::default(),
-        }
+        })
     }
 
     pub fn len(&self) -> usize {

@@ -86,6 +86,12 @@ pub enum DropReason {
     /// Fewer than 8 bytes of ICMP/ICMPv6 header captured.
     #[error("truncated ICMP header")]
     TruncatedIcmp,
+    /// The capture time cannot be placed between 1970 and 2262 (see
+    /// `time.rs`): a pcapng timestamp beyond that range or moved before 1970
+    /// by `if_tsoffset`, or a classic pcap fraction of a second or more.
+    /// The frame is not parsed.
+    #[error("capture timestamp out of range")]
+    TimestampOutOfRange,
 }
 
 impl DropReason {
@@ -93,7 +99,7 @@ impl DropReason {
     pub const COUNT: usize = Self::ALL.len();
 
     /// Every reason, in discriminant order (`ALL[r as usize] == r`).
-    pub const ALL: [DropReason; 21] = [
+    pub const ALL: [DropReason; 22] = [
         DropReason::UnsupportedLinkType,
         DropReason::TruncatedEthernet,
         DropReason::TruncatedVlan,
@@ -115,6 +121,7 @@ impl DropReason {
         DropReason::BadTcpHeader,
         DropReason::TruncatedUdp,
         DropReason::TruncatedIcmp,
+        DropReason::TimestampOutOfRange,
     ];
 
     /// Stable snake_case name for counters and logs.
@@ -141,6 +148,7 @@ impl DropReason {
             DropReason::BadTcpHeader => "bad_tcp_header",
             DropReason::TruncatedUdp => "truncated_udp",
             DropReason::TruncatedIcmp => "truncated_icmp",
+            DropReason::TimestampOutOfRange => "timestamp_out_of_range",
         }
     }
 

@@ -147,8 +147,14 @@ pub struct PacketMeta<'a> {
     pub proto: u8,
     /// IP bytes on the wire: IPv4 total length, IPv6 payload length + 40.
     /// Taken from the header, not the captured length, so a snaplen-truncated
-    /// capture still counts true bytes.
+    /// capture still counts true bytes; but never more than the frame held
+    /// on the wire after its link header (see `length_clamped`).
     pub ip_len: u32,
+    /// The IP header claimed more bytes than the frame held on the wire
+    /// (a malformed length, which tshark marks as such): `ip_len` and
+    /// `payload_len` were cut to what the frame can hold. Counted by the
+    /// worker as `ip_length_clamped`.
+    pub length_clamped: bool,
     /// IPv4 TOS / IPv6 traffic class.
     pub tos: u8,
     pub ttl: u8,

@@ -44,6 +44,13 @@
 //!   header (such frames are large, so there is no Ethernet padding to
 //!   mistake for data). An IPv6 jumbogram (payload length 0 and a Jumbo
 //!   Payload hop-by-hop option, RFC 2675) uses the option's length + 40.
+//! * **Malformed lengths**: an IP length larger than what the frame held on
+//!   the wire after its link header (`wire_len` minus the link header) is
+//!   a lie a frame cannot tell: a 54-byte frame whose IPv4 total length says
+//!   65535, or an 82-byte one with a jumbo option of 2^32 − 1. `ip_len` is
+//!   then what the frame held, `length_clamped` is set and the worker counts
+//!   it (`ip_length_clamped`), so one packet can never inflate a flow's
+//!   bytes beyond its frame.
 //! * **Payload**: `payload_len` is the on-wire L4 payload: IP length minus IP,
 //!   extension and L4 headers (saturating). For UDP the UDP length field is
 //!   used when it fits inside the IP payload (it excludes trailing junk);
@@ -274,10 +281,11 @@ fn mpls_stack(mut rest: &[u8]) -> Result<&[u8], DropReason> {
 fn ipv4(buf: &[u8], l3_wire: u32, vlan: Option<u16>) -> Result<PacketMeta<'_>, DropReason> {
     let ip = Ipv4Packet::new_checked(buf)?;
     let hl = ip.header_len() as u32;
-    let ip_len = match ip.total_len() {
+    let claimed = match ip.total_len() {
         0 => l3_wire, // TSO super-frame: see the module doc.
         n => u32::from(n),
     };
+    let ip_len = claimed.min(l3_wire);
     let seg_wire = ip_len.saturating_sub(hl);
     let seg = clip(ip.payload(), seg_wire as usize);
     let proto = ip.protocol();
@@ -295,6 +303,7 @@ fn ipv4(buf: &[u8], l3_wire: u32, vlan: Option<u16>) -> Result<PacketMeta<'_>, D
         dst: IpAddr::V4(ip.dst()),
         proto,
         ip_len,
+        length_clamped: claimed > ip_len,
         tos: ip.tos(),
         ttl: ip.ttl(),
         fragment,
@@ -356,13 +365,14 @@ fn ipv6(buf: &[u8], l3_wire: u32, vlan: Option<u16>) -> Result<PacketMeta<'_>, D
             ext_len += ext.header_len() as u32;
         }
     }
-    let ip_len = match (plen, jumbo) {
+    let claimed = match (plen, jumbo) {
         (0, Some(j)) => j.saturating_add(40),
         // Nothing after the header: a genuinely empty packet.
         (0, None) if next == ip_proto::IPV6_NONXT && hops == 0 => 40,
         (0, None) => l3_wire, // GSO / BIG TCP super-frame: see the module doc.
         (n, _) => u32::from(n) + 40,
     };
+    let ip_len = claimed.min(l3_wire);
     let seg_wire = ip_len.saturating_sub(40 + ext_len);
     let seg = clip(rest, seg_wire as usize);
     let mut m = PacketMeta {
@@ -371,6 +381,7 @@ fn ipv6(buf: &[u8], l3_wire: u32, vlan: Option<u16>) -> Result<PacketMeta<'_>, D
         dst: IpAddr::V6(ip.dst()),
         proto: next,
         ip_len,
+        length_clamped: claimed > ip_len,
         tos: ip.traffic_class(),
         ttl: ip.hop_limit(),
         fragment,

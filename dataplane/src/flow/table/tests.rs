@@ -15,6 +15,7 @@ fn tcp(src: IpAddr, sp: u16, dst: IpAddr, dp: u16, flags: TcpFlags) -> PacketMet
         dst,
         proto: 6,
         ip_len: 40,
+        length_clamped: false,
         tos: 0,
         ttl: 64,
         fragment: Fragment::None,

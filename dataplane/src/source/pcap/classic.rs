@@ -114,13 +114,22 @@ impl Classic {
                 remain: body.len() as u64,
             });
         };
-        // Cannot overflow: seconds < 2^32 gives < 4.3e18 ns, and the fraction
-        // (< 2^32 units of at most 1000 ns) adds < 4.3e12.
-        let ns = u64::from(e.u32_at(&h, 0)) * 1_000_000_000
-            + u64::from(e.u32_at(&h, 4)) * u64::from(self.frac_ns);
+        // A fraction of a second or more is not a time (tshark flags it as
+        // invalid): the packet is handed out as out of range and the worker
+        // drops it, counted. Cannot overflow otherwise: seconds < 2^32 give
+        // < 4.3e18 ns (year 2106, inside `Timestamp::MAX`), the fraction < 1 s.
+        let frac = e.u32_at(&h, 4);
+        let ts = if u64::from(frac) * u64::from(self.frac_ns) >= 1_000_000_000 {
+            Timestamp::OUT_OF_RANGE
+        } else {
+            Timestamp::from_nanos(
+                u64::from(e.u32_at(&h, 0)) * 1_000_000_000
+                    + u64::from(frac) * u64::from(self.frac_ns),
+            )
+        };
         *pos = at + RECORD_HEADER_LEN + data.len();
         Ok(Some(RawPacket {
-            ts: Timestamp::from_nanos(ns),
+            ts,
             link: self.link,
             linktype: self.linktype,
             data: clip(data, wire_len, self.snaplen, clipped),

@@ -50,25 +50,28 @@ impl Clock {
     }
 
     /// Whole seconds plus the fraction rounded down to a nanosecond (as
-    /// Wireshark does); a result outside the `u64` nanosecond range (before
-    /// 1970 through a negative offset, or after 2554) saturates.
+    /// Wireshark does), plus `if_tsoffset`. A result outside
+    /// `[Timestamp::ZERO, Timestamp::MAX]` (before 1970 through a negative
+    /// offset, after 2262 through a large raw value: `u64::MAX` units at
+    /// any resolution from 10^0 to 10^9 or 2^0 is one) is
+    /// [`Timestamp::OUT_OF_RANGE`]: the worker drops it, counted, rather
+    /// than a clamp making it look like a real time. Exact in `i128`:
+    /// `u64::MAX` seconds are 1.8e28 ns, far inside its 1.7e38.
     #[inline]
-    fn to_ns(self, raw: u64) -> u64 {
+    fn to_ts(self, raw: u64) -> Timestamp {
         let ns = match self.ns_per_unit {
-            Some(k) => raw.saturating_mul(k),
+            Some(k) => i128::from(raw) * i128::from(k),
             None => {
-                let units = u128::from(self.units_per_sec);
-                let (secs, frac) = (u128::from(raw) / units, u128::from(raw) % units);
-                let frac_ns = frac * u128::from(Self::NS_PER_SEC) / units;
-                let total = secs * u128::from(Self::NS_PER_SEC) + frac_ns;
-                u64::try_from(total).unwrap_or(u64::MAX)
+                let units = i128::from(self.units_per_sec);
+                let (secs, frac) = (i128::from(raw) / units, i128::from(raw) % units);
+                secs * i128::from(Self::NS_PER_SEC) + frac * i128::from(Self::NS_PER_SEC) / units
             }
         };
-        if self.offset_s == 0 {
-            return ns;
+        let shifted = ns + i128::from(self.offset_s) * i128::from(Self::NS_PER_SEC);
+        match u64::try_from(shifted) {
+            Ok(n) if Timestamp(n).in_range() => Timestamp(n),
+            _ => Timestamp::OUT_OF_RANGE,
         }
-        let shifted = i128::from(ns) + i128::from(self.offset_s) * i128::from(Self::NS_PER_SEC);
-        u64::try_from(shifted.max(0)).unwrap_or(u64::MAX)
     }
 }
 
@@ -349,7 +352,7 @@ impl PcapNg {
             });
         };
         let ts = match f.ts {
-            Some(raw) => Timestamp::from_nanos(iface.clock.to_ns(raw)),
+            Some(raw) => iface.clock.to_ts(raw),
             None => self.last_ts,
         };
         self.last_ts = ts;

@@ -324,10 +324,42 @@ fn pcapng_clock_cases() -> Vec<(u8, Option<i64>, u64, u64)> {
         (0x80, None, 5, 5 * S),                                       // 2^0
         (0x89, None, 512 * 3 + 1, 3 * S + 1_953_125),                 // 2^-9: exact ns
         (0xbf, None, 1 << 62, S / 2),                                 // 2^-63
-        (6, Some(-10), 5_000_000, 0),                                 // before 1970: 0
         (9, Some(1), 1, S + 1),
-        (0, None, u64::MAX, u64::MAX), // year 584e9: saturates
+        // Out of range: handed out as OUT_OF_RANGE, which the worker drops
+        // as timestamp_out_of_range (never a wrapped or clamped time).
+        (6, Some(-10), 5_000_000, u64::MAX), // before 1970
+        (0, None, u64::MAX, u64::MAX),       // 10^0: year 584e9
+        (0x80, None, u64::MAX, u64::MAX),    // 2^0: the same
+        (9, None, u64::MAX, u64::MAX),       // ns: year 2554
+        (9, None, i64::MAX as u64, i64::MAX as u64), // the last time accepted
+        (9, None, i64::MAX as u64 + 1, u64::MAX),
+        (9, Some(i64::MAX), 0, u64::MAX),
+        (9, Some(i64::MIN), u64::MAX, u64::MAX),
     ]
+}
+
+#[test]
+fn classic_fraction_of_a_second_or_more_is_out_of_range() {
+    for (nanos, frac, ns) in [
+        (false, 999_999, 7 * S + 999_999_000),
+        (false, 1_000_000, u64::MAX),
+        (true, 999_999_999, 7 * S + 999_999_999),
+        (true, 1_000_000_000, u64::MAX),
+        (true, u32::MAX, u64::MAX),
+    ] {
+        let magic: u32 = if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
+        let mut buf = Vec::new();
+        buf.extend_from_slice(&magic.to_le_bytes());
+        buf.extend_from_slice(&[2, 0, 4, 0]);
+        buf.extend_from_slice(&[0; 8]);
+        buf.extend_from_slice(&65535u32.to_le_bytes());
+        buf.extend_from_slice(&1u32.to_le_bytes());
+        for v in [7u32, frac, 14, 14] {
+            buf.extend_from_slice(&v.to_le_bytes());
+        }
+        buf.extend_from_slice(&[0; 14]);
+        assert_eq!(read_ok(&buf)[0].ts, ns, "nanos {nanos} fraction {frac}");
+    }
 }
 
 #[test]

@@ -390,3 +390,44 @@ fn bad_tcp_headers() {
         Some(DropReason::TruncatedTcp)
     );
 }
+
+/// Robustness finding 3: a length field may not make one frame count more
+/// bytes than it held on the wire.
+#[test]
+fn lengths_beyond_the_frame_are_cut_to_it_and_flagged() {
+    // A 54-byte frame whose IPv4 total length says 65535.
+    let mut ip = ipv4(6, &[], &tcp(0x10, &[], &[]));
+    ip[2..4].copy_from_slice(&65_535u16.to_be_bytes());
+    let f = eth(0x0800, &ip);
+    assert_eq!(f.len(), 54);
+    let m = eth_ok(&f);
+    assert_eq!((m.ip_len, m.payload_len, m.length_clamped), (40, 0, true));
+
+    // An 82-byte IPv6 frame with a jumbo option of 0xFFFFFFFF.
+    let mut hbh = vec![17, 0, 0xc2, 4];
+    hbh.extend_from_slice(&u32::MAX.to_be_bytes());
+    let mut u = udp(&[3; 12]);
+    u[4..6].copy_from_slice(&[0, 0]);
+    hbh.extend(u);
+    let mut ip = ipv6(0, &hbh);
+    ip[4..6].copy_from_slice(&[0, 0]);
+    let f = eth(0x86dd, &ip);
+    assert_eq!(f.len(), 82);
+    let m = eth_ok(&f);
+    assert_eq!((m.ip_len, m.payload_len, m.length_clamped), (68, 12, true));
+
+    // An IPv6 payload length past the frame.
+    let mut ip = ipv6(17, &udp(b"abcd"));
+    ip[4..6].copy_from_slice(&9_000u16.to_be_bytes());
+    let m = eth_ok(&eth(0x86dd, &ip));
+    assert_eq!((m.ip_len, m.length_clamped), (52, true));
+
+    // A snaplen cut is not a lie: the wire length covers the IP length.
+    let data = [0x55u8; 1000];
+    let full = eth(0x0800, &ipv4(6, &[], &tcp(0x10, &[], &data)));
+    let m = parse(LinkType::Ethernet, &full[..100], full.len() as u32).unwrap();
+    assert_eq!((m.ip_len, m.length_clamped), (1040, false));
+    // Nor is Ethernet padding.
+    let m = eth_ok(&padded(eth(0x0800, &ipv4(6, &[], &tcp(0x10, &[], &[])))));
+    assert_eq!((m.ip_len, m.length_clamped), (40, false));
+}

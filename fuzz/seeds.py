@@ -1,13 +1,22 @@
 #!/usr/bin/env python3
-"""Writes every frame of the given pcap/pcapng files as a fuzz seed in the
-parse_packet layout: one link-type selector byte, then the frame.
+"""Writes fuzz seeds for one target (standard library only):
 
-Usage: seeds.py OUTDIR FILE...  (unknown link types and unreadable files are
-skipped; standard library only)."""
+  seeds.py parse_packet OUTDIR FILE...  every frame of the captures: one
+                                        link-type selector byte + the frame
+  seeds.py pipeline OUTDIR FILE...      each capture's first 16 KiB behind a
+                                        knobs byte (three knob settings)
+  seeds.py config_text OUTDIR FILE...   the TOML files as they are
+  seeds.py l7_trackers OUTDIR           built here: a TLS and a DNS exchange
+
+Unknown link types and unreadable files are skipped."""
 import hashlib, os, struct, sys
 
 # pcap LINKTYPE -> index in fuzz_targets/parse_packet.rs LINKS.
 SELECTOR = {1: 0, 12: 1, 14: 1, 101: 1, 228: 2, 229: 3, 113: 4, 276: 5, 0: 6, 108: 6}
+# pipeline.rs knobs: big tables/long timeouts, tiny tables/short timeouts
+# with NPM, tiny tables without NPM.
+KNOBS = (0x0F | 0x30, 0x40, 0xC1)
+PIPELINE_BYTES = 16 * 1024
 
 
 def frames(data):
@@ -39,23 +48,69 @@ def frames(data):
         o += blen
 
 
+def write(out, seed):
+    with open(os.path.join(out, hashlib.sha1(seed).hexdigest()), "wb") as f:
+        f.write(seed)
+
+
+def segment(direction, flags, seq, ack, step_ms, payload, fin=False):
+    step = (step_ms << 1 | int(fin)) & 0xFFFF
+    head = bytes([(flags & 0xFE) | direction]) + struct.pack(">IIH", seq, ack, step)
+    return head + bytes([len(payload)]) + payload
+
+
+def l7_seeds():
+    syn, ack, psh_ack, syn_ack = 0x02, 0x10, 0x18, 0x12
+    hello = bytes([22, 3, 1, 0, 4]) + b"\x01\x00\x00\x00"
+    app = bytes([23, 3, 3, 0, 6]) + b"secret"
+    tls = b"\x00" + b"".join([
+        segment(0, syn, 100, 0, 0, b""),
+        segment(1, syn_ack, 900, 101, 5, b""),
+        segment(0, ack, 101, 901, 5, b""),
+        segment(0, psh_ack, 101, 901, 1, hello),
+        segment(1, psh_ack, 901, 101 + len(hello), 7, hello),
+        segment(0, psh_ack, 101 + len(hello), 901 + len(hello), 1, app),
+        segment(1, psh_ack, 901 + len(hello), 101 + len(hello) + len(app), 20, app),
+        segment(1, psh_ack, 901 + len(hello), 101 + len(hello) + len(app), 200, app),
+        segment(0, ack | 0x01, 101 + len(hello) + len(app), 0, 1, b"", fin=True),
+    ])
+    query = b"\x12\x34\x01\x00" + b"\x00" * 8
+    answer = b"\x12\x34\x81\x80" + b"\x00" * 8
+    dns = b"\x01" + b"".join([
+        segment(0, 0, 0, 0, 0, query),
+        segment(0, 0, 0, 0, 1, query),
+        segment(1, 0, 0, 0, 3, answer),
+        segment(1, 0, 0, 0, -2, answer),
+    ])
+    return [tls, dns]
+
+
 def main():
-    out, files = sys.argv[1], sys.argv[2:]
+    target, out, files = sys.argv[1], sys.argv[2], sys.argv[3:]
     os.makedirs(out, exist_ok=True)
     n = 0
+    if target == "l7_trackers":
+        for s in l7_seeds():
+            write(out, s)
+            n += 1
     for path in files:
         try:
             data = open(path, "rb").read()
-            for lt, frame in frames(data):
-                if lt in SELECTOR:
-                    seed = bytes([SELECTOR[lt]]) + frame
-                    name = hashlib.sha1(seed).hexdigest()
-                    with open(os.path.join(out, name), "wb") as f:
-                        f.write(seed)
+            if target == "parse_packet":
+                for lt, frame in frames(data):
+                    if lt in SELECTOR:
+                        write(out, bytes([SELECTOR[lt]]) + frame)
+                        n += 1
+            elif target == "pipeline":
+                for k in KNOBS:
+                    write(out, bytes([k]) + data[:PIPELINE_BYTES])
                     n += 1
+            elif target == "config_text":
+                write(out, data)
+                n += 1
         except (OSError, struct.error, IndexError):
             continue
-    print("seeds.py: %d seeds from %d files" % (n, len(files)))
+    print("seeds.py: %s: %d seeds from %d files" % (target, n, len(files)))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,157 @@
+//! A whole capture file through everything a packet meets: pcap/pcapng
+//! reader → worker (flow table with eviction and expiry, fragments, NPM
+//! trackers with TLS and DNS) → JSON/CSV/table writers and the IPFIX and
+//! NetFlow v9 encoders. No input may panic (overflow checks are on in fuzz
+//! builds), hang or break the invariants below.
+//!
+//! Input layout: one byte of knobs (flow capacity 1–16, fragment capacity
+//! 1–4, short or long timeouts, NPM on/off), then the file. `seeds.py
+//! pipeline` writes the test captures in this layout. Tiny tables make
+//! eviction, expiry and fragment-table churn happen within a few packets.
+#![no_main]
+
+use std::time::Duration;
+
+use libfuzzer_sys::fuzz_target;
+use xdprobe_dataplane::output::{Format, RecordWriter};
+use xdprobe_dataplane::source::pcap::{PcapReader, RawPacket};
+use xdprobe_dataplane::worker::BATCH;
+use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker};
+use xdprobe_exporter::encode::record::ntp_micros;
+use xdprobe_exporter::encode::{Encoder, ExportClock};
+use xdprobe_exporter::template::{Format as Wire, Mode, Profile, Templates};
+
+fn config(knobs: u8) -> FlowConfig {
+    let short = knobs & 0x40 != 0;
+    let ms = |long: u64, short_ms: u64| Duration::from_millis(if short { short_ms } else { long });
+    FlowConfig {
+        capacity: 1 + usize::from(knobs & 0x0f),
+        frag_capacity: 1 + usize::from((knobs >> 4) & 0x03),
+        idle_timeout: ms(30_000, 3),
+        active_timeout: ms(300_000, 7),
+        tcp_linger: ms(2_000, 1),
+        npm: knobs & 0x80 == 0,
+    }
+}
+
+/// Runs the file through a worker, batched or one frame at a time.
+fn run(file: &[u8], cfg: &FlowConfig, batched: bool) -> Option<(Vec<FlowRecord>, Worker)> {
+    let mut reader = PcapReader::from_bytes(file).ok()?;
+    let mut worker = Worker::new(cfg);
+    let mut out = Vec::new();
+    loop {
+        if batched {
+            let mut batch = [RawPacket::default(); BATCH];
+            match reader.next_batch(&mut batch) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => worker.on_batch(&batch[..n], &mut |r| out.push(r)),
+            }
+        } else {
+            match reader.next_packet() {
+                Ok(Some(p)) => worker.on_frame(p.link, p.data, p.wire_len, p.ts, &mut |r| out.push(r)),
+                Ok(None) | Err(_) => break,
+            }
+        }
+    }
+    worker.flush(&mut |r| out.push(r));
+    Some((out, worker))
+}
+
+/// The set lengths of one message add up to the header's length.
+fn check_message(format: Wire, msg: &[u8]) {
+    let (header, version) = match format {
+        Wire::Ipfix => (16, 10),
+        Wire::NetflowV9 => (20, 9),
+    };
+    assert!(msg.len() >= header);
+    assert_eq!(u16::from_be_bytes([msg[0], msg[1]]), version);
+    if format == Wire::Ipfix {
+        assert_eq!(usize::from(u16::from_be_bytes([msg[2], msg[3]])), msg.len());
+    }
+    let mut at = header;
+    while at < msg.len() {
+        let len = usize::from(u16::from_be_bytes([msg[at + 2], msg[at + 3]]));
+        assert!(len >= 4, "set of {len} bytes at {at}");
+        at += len;
+    }
+    assert_eq!(at, msg.len(), "sets overrun the message");
+}
+
+fn encode_all(records: &[FlowRecord]) {
+    let clock = ExportClock {
+        unix_secs: 1,
+        uptime_ms: 1,
+    };
+    for format in [Wire::Ipfix, Wire::NetflowV9] {
+        for mode in [Mode::Biflow, Mode::Uniflow] {
+            let t = Templates::new(format, mode, Profile::Ntop, 32473);
+            let mut e = Encoder::new(format, mode, t, 1, 1472).expect("templates fit");
+            e.write_templates(clock).expect("templates fit a fresh message");
+            for r in records {
+                if e.write_record(r, clock).is_err() {
+                    let msg = e.finish().expect("a full message has content");
+                    check_message(format, msg);
+                    e.write_record(r, clock).expect("a record fits a fresh message");
+                }
+            }
+            if let Some(msg) = e.finish() {
+                check_message(format, msg);
+            }
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&knobs, file)) = data.split_first() else {
+        return;
+    };
+    let cfg = config(knobs);
+    let Some((records, worker)) = run(file, &cfg, true) else {
+        return;
+    };
+    let s = worker.stats();
+    // Every frame is used or dropped for a named reason; every used packet
+    // is in exactly one record; one frame never counts more bytes than it
+    // held (lengths are cut to the frame).
+    assert_eq!(s.frames, s.table.packets + s.drops.total());
+    let packets: u64 = records.iter().map(|r| r.c2s.packets + r.s2c.packets).sum();
+    let bytes: u64 = records.iter().map(|r| r.c2s.bytes + r.s2c.bytes).sum();
+    assert_eq!(packets, s.table.packets);
+    assert_eq!(bytes, s.table.bytes);
+    assert_eq!(s.table.records, records.len() as u64);
+    assert!(s.active_flows <= cfg.capacity as u64);
+    for r in &records {
+        assert!(r.start <= r.end, "{r:?}");
+        assert!(r.end.in_range(), "{r:?}");
+        assert!(r.start.as_micros() <= r.end.as_micros());
+        let _ = (ntp_micros(r.start), ntp_micros(r.end));
+        if r.seq_in_flow == 0 {
+            // A flow's first record spans every packet its metrics saw:
+            // no duration can be longer.
+            let span_us = r.end.nanos_since(r.start) / 1_000 + 1;
+            for v in [r.npm.rtt_us, r.npm.srt_us, r.npm.srt_max_us]
+                .into_iter()
+                .flatten()
+            {
+                assert!(u64::from(v) <= span_us, "{v} µs in a {span_us} µs record: {r:?}");
+            }
+        }
+    }
+    // Batched and frame-at-a-time processing agree exactly.
+    let (one_by_one, _) = run(file, &cfg, false).expect("the header parsed once already");
+    assert_eq!(records, one_by_one);
+
+    for f in [Format::Json, Format::Csv, Format::Table] {
+        let mut w = RecordWriter::new(Vec::new(), f);
+        for r in &records {
+            w.write(r).expect("writing to memory");
+        }
+        if f == Format::Json {
+            for line in w.into_inner().split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                let v: serde_json::Value = serde_json::from_slice(line).expect("valid JSON");
+                assert!(v["start_us"].as_u64() <= v["end_us"].as_u64());
+            }
+        }
+    }
+    encode_all(&records);
+});

@@ -50,11 +50,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// Logs go to stderr, in colour only when stderr is a terminal (a journal,
+/// a file or a pipe gets plain text) and `NO_COLOR` is not set.
 fn init_logging() {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("XDPROBE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .init();
 }

@@ -175,13 +175,17 @@ struct State {
 
 impl State {
     fn globals(&self) -> Globals {
+        let probe = |f: fn(&crate::ProbeCounters) -> &std::sync::atomic::AtomicU64| {
+            self.cfg
+                .probe_counters
+                .as_deref()
+                .map_or(0, |c| f(c).load(Ordering::Relaxed))
+        };
         Globals {
-            ignored_packets: self
-                .cfg
-                .ignored_packets
-                .as_ref()
-                .map_or(0, |a| a.load(Ordering::Relaxed)),
+            ignored_packets: probe(|c| &c.ignored_packets),
             channel_drops: self.shared.channel_drops(),
+            flows_evicted: probe(|c| &c.flows_evicted),
+            fragments_evicted: probe(|c| &c.fragments_evicted),
         }
     }
 

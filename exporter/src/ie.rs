@@ -62,6 +62,18 @@ pub mod iana {
     pub const NF9_SCOPE_SYSTEM: u16 = 1;
 }
 
+/// The probe's own counters in the exporter-statistics options record
+/// (IPFIX only), enterprise elements under the configured PEN, unsigned64,
+/// totals since start. IDs 1200+ (the NPM flow elements use 1001–1149).
+pub mod probe {
+    /// flowTableEvictedFlowTotalCount: flows ended early (flowEndReason 5,
+    /// lack of resources) because a worker's flow table was full.
+    pub const FLOW_TABLE_EVICTIONS: u16 = 1201;
+    /// fragmentTableEvictedTotalCount: remembered first fragments pushed
+    /// out of a full fragment table before their datagram ended.
+    pub const FRAGMENT_TABLE_EVICTIONS: u16 = 1202;
+}
+
 /// nProbe element IDs. In IPFIX they live under [`PEN_NTOP`] with these
 /// IDs; in NetFlow v9 nProbe numbers them `57472 + id` (verified against
 /// Wireshark's and scapy's nProbe tables, see `docs/exporter.md`).

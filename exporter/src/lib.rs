@@ -34,12 +34,11 @@ pub mod template;
 mod transport;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 pub use collector::{CollectorSpec, Target};
 pub use exporter::{Exporter, Full, RecordSender};
-pub use stats::{CollectorStats, ExportStats};
+pub use stats::{CollectorStats, ExportStats, ProbeCounters};
 pub use template::{Format, Mode, Profile};
 
 /// Everything the exporter needs; `Default` gives working values.
@@ -59,7 +58,8 @@ pub struct ExporterConfig {
     /// Exporter statistics options record interval (default 60 s).
     pub options_interval: Duration,
     /// Records kept per TCP collector while it is unreachable (default
-    /// 262144, about 50 MB); the oldest are dropped beyond, counted.
+    /// 100000, as `[export] tcp_buffer_records`: about 20 MB); the oldest
+    /// are dropped beyond, counted.
     pub tcp_buffer_records: usize,
     /// First and longest TCP reconnect backoff (default 100 ms, 2 s).
     pub tcp_reconnect_min: Duration,
@@ -70,9 +70,10 @@ pub struct ExporterConfig {
     pub observation_domain: u32,
     /// How long `shutdown` waits for TCP collectors (default 5 s).
     pub shutdown_timeout: Duration,
-    /// Packets the probe ignored (parse drops), reported as
-    /// ignoredPacketTotalCount when the data plane provides the counter.
-    pub ignored_packets: Option<Arc<AtomicU64>>,
+    /// The probe's counters for the options records (parse drops as
+    /// ignoredPacketTotalCount, flow- and fragment-table evictions), when
+    /// the data plane provides them; 0 otherwise.
+    pub probe_counters: Option<Arc<ProbeCounters>>,
     /// What the collector's users see as the name of this observation
     /// domain (IPFIX observationDomainName, sent with every template
     /// (re)send), e.g. `"xdprobe edge1: eth0,eth1"`. `None`: `"xdprobe on
@@ -110,13 +111,13 @@ impl Default for ExporterConfig {
             template_refresh: Duration::from_secs(60),
             template_refresh_packets: 100,
             options_interval: Duration::from_secs(60),
-            tcp_buffer_records: 262_144,
+            tcp_buffer_records: 100_000,
             tcp_reconnect_min: Duration::from_millis(100),
             tcp_reconnect_max: Duration::from_secs(2),
             channel_capacity: 65_536,
             observation_domain: 1,
             shutdown_timeout: Duration::from_secs(5),
-            ignored_packets: None,
+            probe_counters: None,
             observation_name: None,
         }
     }

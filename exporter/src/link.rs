@@ -34,6 +34,8 @@ enum Out {
 pub struct Globals {
     pub ignored_packets: u64,
     pub channel_drops: u64,
+    pub flows_evicted: u64,
+    pub fragments_evicted: u64,
 }
 
 const LOG_EVERY: Duration = Duration::from_secs(10);
@@ -63,6 +65,11 @@ pub struct Link {
     overflow_unlogged: u64,
     overflow_logged_at: Option<Instant>,
     down_logged: bool,
+    /// UDP: (records, octets) of the last datagram sent, until the next one
+    /// shows whether an ICMP port unreachable answered it.
+    udp_last: Option<(u64, u64)>,
+    refused_unlogged: u64,
+    refused_logged_at: Option<Instant>,
 }
 
 /// Largest message for a target: the MTU minus the IP and transport headers
@@ -146,6 +153,9 @@ impl Link {
             overflow_unlogged: 0,
             overflow_logged_at: None,
             down_logged: false,
+            udp_last: None,
+            refused_unlogged: 0,
+            refused_logged_at: None,
             spec,
         })
     }
@@ -279,6 +289,8 @@ impl Link {
                 exported_octets: self.stats.octets,
                 ignored_packets: g.ignored_packets,
                 not_sent_records: self.stats.not_sent + g.channel_drops,
+                flows_evicted: g.flows_evicted,
+                fragments_evicted: g.fragments_evicted,
             };
             if self.enc.write_options(&v, clock).is_ok() {
                 self.options_due = false;
@@ -347,12 +359,51 @@ impl Link {
                 }
             };
             match outcome {
-                Sent::Ok => self.account(records, len),
+                Sent::Ok => {
+                    self.account(records, len);
+                    self.udp_last = Some((records, len as u64));
+                }
+                Sent::Dropped(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    // The ICMP port unreachable answered the datagram before
+                    // this one: both are lost (nothing listens there).
+                    self.stats.not_sent += records;
+                    self.take_back_udp_last();
+                    self.log_refused(now);
+                }
                 Sent::Dropped(e) => {
                     self.stats.not_sent += records;
+                    self.udp_last = None;
                     debug!(collector = %self.spec, error = %e, records, "message not sent");
                 }
             }
+        }
+    }
+
+    /// The last UDP datagram was refused after all: count it as not sent.
+    fn take_back_udp_last(&mut self) {
+        if let Some((records, octets)) = self.udp_last.take() {
+            self.stats.messages = self.stats.messages.saturating_sub(1);
+            self.stats.records = self.stats.records.saturating_sub(records);
+            self.stats.octets = self.stats.octets.saturating_sub(octets);
+            self.stats.not_sent += records;
+        }
+    }
+
+    /// At most one line per [`LOG_EVERY`], with the count since the last.
+    fn log_refused(&mut self, now: Instant) {
+        self.refused_unlogged += 1;
+        if self
+            .refused_logged_at
+            .is_none_or(|t| now.duration_since(t) >= LOG_EVERY)
+        {
+            warn!(
+                collector = %self.spec,
+                refusals = self.refused_unlogged,
+                not_sent = self.stats.not_sent,
+                "collector refused datagrams (ICMP port unreachable): is it listening?"
+            );
+            self.refused_logged_at = Some(now);
+            self.refused_unlogged = 0;
         }
     }
 
@@ -368,6 +419,11 @@ impl Link {
     /// Final accounting at shutdown: what is still queued is not sent.
     pub fn close(&mut self, reg: &Registry) {
         self.flush_file();
+        if let Out::Udp(u) = &self.out
+            && u.refused_since_last_send()
+        {
+            self.take_back_udp_last();
+        }
         let left = self.queue.len() as u64 + self.pending;
         if left > 0 {
             warn!(collector = %self.spec, records = left, "records not sent before shutdown");

@@ -4,6 +4,31 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Counters of the probe itself that its options records report; the data
+/// plane stores its running totals here (workers' snapshots summed by the
+/// daemon once a second; by `xdprobe pcap` at the end of the file) and the
+/// exporter reads them when it writes an options record.
+#[derive(Debug, Default)]
+pub struct ProbeCounters {
+    /// Packets the parser refused (ignoredPacketTotalCount, 164).
+    pub ignored_packets: AtomicU64,
+    /// Flows ended early by a full flow table (`ie::probe`).
+    pub flows_evicted: AtomicU64,
+    /// First fragments pushed out of a full fragment table (`ie::probe`).
+    pub fragments_evicted: AtomicU64,
+}
+
+impl ProbeCounters {
+    /// Stores new totals (each only ever grows).
+    pub fn store(&self, ignored_packets: u64, flows_evicted: u64, fragments_evicted: u64) {
+        self.ignored_packets
+            .store(ignored_packets, Ordering::Relaxed);
+        self.flows_evicted.store(flows_evicted, Ordering::Relaxed);
+        self.fragments_evicted
+            .store(fragments_evicted, Ordering::Relaxed);
+    }
+}
+
 /// Counters the senders update.
 #[derive(Debug, Default)]
 pub(crate) struct SharedCounters {

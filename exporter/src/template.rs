@@ -6,7 +6,9 @@
 //! Every collector has its own encoder and therefore its own template IDs
 //! space; the IDs below are per transport session.
 
-use crate::ie::{Field, NPM_ELEMENTS, Npm, PEN_NTOP, PEN_REVERSE, Side, VARLEN, Value, iana, ntop};
+use crate::ie::{
+    Field, NPM_ELEMENTS, Npm, PEN_NTOP, PEN_REVERSE, Side, VARLEN, Value, iana, ntop, probe,
+};
 
 /// Wire format of one collector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -67,7 +69,8 @@ impl FlowTemplate {
 }
 
 /// Values of the exporter-statistics options record (RFC 7011 §4.1 and
-/// §4.3 templates, merged into one record).
+/// §4.3 templates, merged into one record), plus the probe's own
+/// resource counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OptionsValues {
     pub observation_domain: u32,
@@ -76,6 +79,55 @@ pub struct OptionsValues {
     pub exported_octets: u64,
     pub ignored_packets: u64,
     pub not_sent_records: u64,
+    /// Flows ended early because a flow table was full.
+    pub flows_evicted: u64,
+    /// Remembered first fragments pushed out of a full fragment table.
+    pub fragments_evicted: u64,
+}
+
+/// Which value an options field carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptionValue {
+    ExportedMessages,
+    ExportedRecords,
+    ExportedOctets,
+    IgnoredPackets,
+    NotSentRecords,
+    FlowsEvicted,
+    FragmentsEvicted,
+}
+
+impl OptionsValues {
+    pub fn get(&self, v: OptionValue) -> u64 {
+        match v {
+            OptionValue::ExportedMessages => self.exported_messages,
+            OptionValue::ExportedRecords => self.exported_records,
+            OptionValue::ExportedOctets => self.exported_octets,
+            OptionValue::IgnoredPackets => self.ignored_packets,
+            OptionValue::NotSentRecords => self.not_sent_records,
+            OptionValue::FlowsEvicted => self.flows_evicted,
+            OptionValue::FragmentsEvicted => self.fragments_evicted,
+        }
+    }
+}
+
+/// One counter of the options template: 8 bytes, IANA (`pen` 0) or an
+/// enterprise element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionField {
+    pub id: u16,
+    pub pen: u32,
+    pub value: OptionValue,
+}
+
+impl OptionField {
+    /// Every counter is an unsigned64.
+    pub const LEN: u16 = 8;
+
+    /// Bytes of this field's specifier in a template record.
+    pub fn spec_len(&self) -> usize {
+        if self.pen == 0 { 4 } else { 8 }
+    }
 }
 
 /// The options template: one scope field, then the counters.
@@ -84,31 +136,58 @@ pub struct OptionsTemplate {
     pub id: u16,
     /// (id, len) of the scope field.
     pub scope: (u16, u16),
-    /// (id, len) of each counter, in [`OptionsValues`] order.
-    pub fields: [(u16, u16); 5],
+    pub fields: Vec<OptionField>,
 }
 
 impl OptionsTemplate {
-    pub fn new(format: Format) -> Self {
+    /// IPFIX also carries the probe's eviction counters as enterprise
+    /// elements under `pen` (`ie::probe`); NetFlow v9 has no enterprise
+    /// numbers, so its template stops at the standard counters.
+    pub fn new(format: Format, pen: u32) -> Self {
+        let iana = |id, value| OptionField { id, pen: 0, value };
         let scope = match format {
             Format::Ipfix => (iana::OBSERVATION_DOMAIN_ID, 4),
             Format::NetflowV9 => (iana::NF9_SCOPE_SYSTEM, 4),
         };
+        let mut fields = vec![
+            iana(
+                iana::EXPORTED_MESSAGE_TOTAL_COUNT,
+                OptionValue::ExportedMessages,
+            ),
+            iana(
+                iana::EXPORTED_FLOW_RECORD_TOTAL_COUNT,
+                OptionValue::ExportedRecords,
+            ),
+            iana(
+                iana::EXPORTED_OCTET_TOTAL_COUNT,
+                OptionValue::ExportedOctets,
+            ),
+            iana(
+                iana::IGNORED_PACKET_TOTAL_COUNT,
+                OptionValue::IgnoredPackets,
+            ),
+            iana(iana::NOT_SENT_FLOW_TOTAL_COUNT, OptionValue::NotSentRecords),
+        ];
+        if format == Format::Ipfix {
+            for (id, value) in [
+                (probe::FLOW_TABLE_EVICTIONS, OptionValue::FlowsEvicted),
+                (
+                    probe::FRAGMENT_TABLE_EVICTIONS,
+                    OptionValue::FragmentsEvicted,
+                ),
+            ] {
+                fields.push(OptionField { id, pen, value });
+            }
+        }
         OptionsTemplate {
             id: TEMPLATE_ID_OPTIONS,
             scope,
-            fields: [
-                (iana::EXPORTED_MESSAGE_TOTAL_COUNT, 8),
-                (iana::EXPORTED_FLOW_RECORD_TOTAL_COUNT, 8),
-                (iana::EXPORTED_OCTET_TOTAL_COUNT, 8),
-                (iana::IGNORED_PACKET_TOTAL_COUNT, 8),
-                (iana::NOT_SENT_FLOW_TOTAL_COUNT, 8),
-            ],
+            fields,
         }
     }
 
     pub fn record_len(&self) -> usize {
-        usize::from(self.scope.1) + self.fields.iter().map(|f| usize::from(f.1)).sum::<usize>()
+        usize::from(self.scope.1) + self.fields.len() * usize::from(OptionField::LEN)
     }
 }
 
@@ -168,7 +247,7 @@ impl Templates {
                 TEMPLATE_ID_V6,
                 flow_fields(true, format, mode, profile, pen),
             ),
-            options: OptionsTemplate::new(format),
+            options: OptionsTemplate::new(format, pen),
             domain_name: None,
         }
     }

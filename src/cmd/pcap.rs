@@ -5,16 +5,16 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::ValueEnum;
+use xdprobe::budget::{self, Estimate};
 use xdprobe_dataplane::output::{Format, RecordWriter};
-use xdprobe_dataplane::source::pcap::{PcapReader, RawPacket};
+use xdprobe_dataplane::source::pcap::{Capture, RawPacket};
 use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker, WorkerStats};
-use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
+use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ProbeCounters};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
@@ -30,7 +30,8 @@ pub enum FormatArg {
 
 #[derive(clap::Args, Debug)]
 pub struct PcapArgs {
-    /// pcap or pcapng file.
+    /// pcap or pcapng file; `-` reads standard input. Pipes, FIFOs and
+    /// devices are read as streams, regular files are mapped.
     pub file: PathBuf,
     /// Record output on stdout.
     #[arg(long, value_enum, default_value = "json")]
@@ -62,18 +63,23 @@ pub struct FlowArgs {
     /// Linger after TCP FIN both ways / RST for late packets.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub tcp_linger: Duration,
-    /// Flows held at once; the least recently seen is evicted beyond it.
-    #[arg(long, default_value_t = 262_144)]
-    pub capacity: usize,
+    /// Flows held at once (1 to 67108864, as `[flow] capacity`); the least
+    /// recently seen is evicted beyond it. Memory is checked up front.
+    #[arg(long, default_value_t = 262_144,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_CAPACITY))]
+    pub capacity: u64,
     /// Do not compute NPM metrics (to measure their cost).
     #[arg(long)]
     pub no_npm: bool,
 }
 
+/// The largest `--capacity`, as the config file's `[flow] capacity`.
+const MAX_CAPACITY: u64 = 1 << 26;
+
 impl FlowArgs {
     pub fn flow_config(&self) -> FlowConfig {
         FlowConfig {
-            capacity: self.capacity,
+            capacity: usize::try_from(self.capacity).unwrap_or(usize::MAX),
             idle_timeout: self.idle_timeout,
             active_timeout: self.active_timeout,
             tcp_linger: self.tcp_linger,
@@ -88,8 +94,25 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
+    let flow = args.flow.flow_config();
+    let exporter_defaults = ExporterConfig::default();
+    let mut estimate = Estimate::default();
+    estimate.flow_tables(1, &flow);
+    if !args.export.is_empty() {
+        estimate.record_queue(
+            "exporter channel",
+            1,
+            exporter_defaults.channel_capacity as u64,
+        );
+        estimate.record_queue(
+            "collector queues",
+            args.export.len() as u64,
+            exporter_defaults.tcp_buffer_records as u64,
+        );
+    }
+    estimate.check(budget::available())?;
     let mut reader =
-        PcapReader::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
+        Capture::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
     let format = match args.format {
         FormatArg::Json => Some(Format::Json),
         FormatArg::Table => Some(Format::Table),
@@ -104,11 +127,11 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|u| CollectorSpec::parse(u).with_context(|| format!("--export {u}")))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let ignored = Arc::new(AtomicU64::new(0));
+        let counters = Arc::new(ProbeCounters::default());
         let cfg = ExporterConfig {
             collectors,
             pen: args.pen,
-            ignored_packets: Some(ignored.clone()),
+            probe_counters: Some(counters.clone()),
             observation_name: Some(format!(
                 "xdprobe pcap {}",
                 args.file
@@ -116,11 +139,11 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
                     .unwrap_or(args.file.as_os_str())
                     .to_string_lossy()
             )),
-            ..ExporterConfig::default()
+            ..exporter_defaults
         };
         Some((
             Exporter::spawn(cfg).context("starting the exporter")?,
-            ignored,
+            counters,
         ))
     };
     let sender = exporter.as_ref().map(|(e, _)| e.sender());
@@ -129,7 +152,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         format.map(|f| RecordWriter::new(BufWriter::with_capacity(1 << 16, stdout), f));
     let mut out_err: Option<io::Error> = None;
     let started = Instant::now();
-    let mut worker = Worker::new(&args.flow.flow_config());
+    let mut worker = Worker::try_new(&flow)?;
     let read_result = {
         let mut emit = |rec: FlowRecord| {
             // Offline: never drop a record, wait for the exporter instead.
@@ -175,8 +198,12 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     if args.stats {
         print_summary(&stats, elapsed);
     }
-    if let Some((exporter, ignored)) = exporter {
-        ignored.store(stats.drops.total(), Ordering::Relaxed);
+    if let Some((exporter, counters)) = exporter {
+        counters.store(
+            stats.drops.total(),
+            stats.table.evicted,
+            stats.frags.evicted,
+        );
         let es = exporter.shutdown().context("flushing the exporter")?;
         if args.stats {
             eprintln!("export: {es}");

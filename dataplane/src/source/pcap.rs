@@ -1,9 +1,13 @@
 //! pcap and pcapng capture files: the offline packet source.
 //!
-//! The whole file is one byte slice (a read-only memory map, or a buffer the
+//! A regular file is one byte slice (a read-only memory map, or a buffer the
 //! caller already holds) and every packet handed out is a view into it, so
 //! reading costs no copy and no allocation per packet. [`PcapReader::next_packet`]
 //! is a lending iterator for that reason: a packet borrows the reader.
+//! Streams (stdin, a pipe, a FIFO, a character device) cannot be mapped:
+//! [`StreamReader`] reads them through a buffer that holds at least one
+//! whole record, with the same parsers and the same errors and offsets.
+//! [`Capture::open`] picks one by what the path is (`-` is stdin).
 //!
 //! The format is chosen by the magic number, never by the file name (real
 //! corpora contain pcapng files named `*.pcap`). Every length in the file is
@@ -30,10 +34,14 @@
 //!   the previous packet's time is the closest lower bound we have.
 
 mod classic;
+mod input;
 mod pcapng;
+mod stream;
 
 #[cfg(test)]
 mod damage_tests;
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -45,6 +53,9 @@ use std::path::{Path, PathBuf};
 
 use crate::parse::LinkType;
 use crate::time::Timestamp;
+
+pub use input::Capture;
+pub use stream::{STREAM_MAX_BLOCK, StreamReader};
 
 /// Largest captured length accepted in one record: 256 KiB, libpcap's and
 /// Wireshark's limit for the link types we parse. A larger value is a corrupt
@@ -90,6 +101,24 @@ pub enum PcapError {
         path: PathBuf,
         #[source]
         source: io::Error,
+    },
+    #[error("{path} is a directory, not a capture file")]
+    Directory { path: PathBuf },
+    #[error("empty input: no capture file header")]
+    Empty,
+    #[error("reading the capture at byte {offset}")]
+    Read {
+        offset: u64,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "pcapng block at byte {offset} (type {block_type:#x}): {len} bytes is more than the {STREAM_MAX_BLOCK} bytes a stream is buffered to"
+    )]
+    StreamBlockTooLarge {
+        offset: u64,
+        block_type: u32,
+        len: u32,
     },
     #[error("not a pcap or pcapng file: magic number {magic:#010x} at byte 0")]
     UnknownMagic { magic: u32 },
@@ -180,9 +209,11 @@ impl PcapError {
     pub fn offset(&self) -> Option<u64> {
         use PcapError::*;
         match self {
-            Open { .. } => None,
-            UnknownMagic { .. } => Some(0),
-            UnsupportedVersion { offset, .. }
+            Open { .. } | Directory { .. } => None,
+            UnknownMagic { .. } | Empty => Some(0),
+            Read { offset, .. }
+            | StreamBlockTooLarge { offset, .. }
+            | UnsupportedVersion { offset, .. }
             | Truncated { offset, .. }
             | TruncatedPacket { offset, .. }
             | CaptureTooLarge { offset, .. }
@@ -195,6 +226,30 @@ impl PcapError {
             | BadOption { offset, .. }
             | BadTsResol { offset, .. } => Some(*offset),
         }
+    }
+
+    /// The same error with its byte offset moved by `by` (a stream reader
+    /// parses a window of the input that starts at byte `by`).
+    pub(crate) fn shifted(mut self, by: u64) -> Self {
+        use PcapError::*;
+        match &mut self {
+            Open { .. } | Directory { .. } | Empty | UnknownMagic { .. } => {}
+            Read { offset, .. }
+            | StreamBlockTooLarge { offset, .. }
+            | UnsupportedVersion { offset, .. }
+            | Truncated { offset, .. }
+            | TruncatedPacket { offset, .. }
+            | CaptureTooLarge { offset, .. }
+            | TruncatedBlock { offset, .. }
+            | BadBlockLength { offset, .. }
+            | BlockLengthMismatch { offset, .. }
+            | BadByteOrderMagic { offset, .. }
+            | CaptureExceedsBlock { offset, .. }
+            | UnknownInterface { offset, .. }
+            | BadOption { offset, .. }
+            | BadTsResol { offset, .. } => *offset += by,
+        }
+        self
     }
 }
 
@@ -257,9 +312,87 @@ fn clip<'a>(data: &'a [u8], wire_len: u32, snaplen: u32, clipped: &mut u64) -> &
     }
 }
 
+/// What a record's or block's header says about it, before it is parsed
+/// (the stream reader buffers it whole first).
+#[derive(Clone, Copy, Debug)]
+struct Peek {
+    /// Bytes it takes; just the header's while that is incomplete or
+    /// impossible (the parser reports what is wrong).
+    need: usize,
+    /// It is a packet record or packet block.
+    packet: bool,
+    /// pcapng block type (0 for classic records).
+    block_type: u32,
+}
+
 enum Format {
     Classic(classic::Classic),
     PcapNg(pcapng::PcapNg),
+}
+
+impl Format {
+    /// Parses the file header (classic) or first section header (pcapng)
+    /// at the start of `bytes`; returns the state and the first record's
+    /// offset.
+    fn from_header(bytes: &[u8]) -> Result<(Format, usize), PcapError> {
+        let Some(magic) = bytes_at::<4>(bytes, 0) else {
+            if bytes.is_empty() {
+                return Err(PcapError::Empty);
+            }
+            return Err(PcapError::Truncated {
+                offset: 0,
+                what: "file header",
+                need: 4,
+                remain: bytes.len() as u64,
+            });
+        };
+        if magic == pcapng::SHB_TYPE {
+            let (ng, pos) = pcapng::PcapNg::from_first_section(bytes)?;
+            Ok((Format::PcapNg(ng), pos))
+        } else {
+            let (c, pos) = classic::Classic::from_header(bytes, magic)?;
+            Ok((Format::Classic(c), pos))
+        }
+    }
+
+    #[inline(always)]
+    fn next<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        pos: &mut usize,
+        clipped: &mut u64,
+    ) -> Result<Option<RawPacket<'a>>, PcapError> {
+        match self {
+            Format::Classic(c) => c.next(bytes, pos, clipped),
+            Format::PcapNg(ng) => ng.next(bytes, pos, clipped),
+        }
+    }
+
+    /// The record or block at the start of `rest`, as far as its header
+    /// tells.
+    fn peek(&self, rest: &[u8]) -> Peek {
+        match self {
+            Format::Classic(c) => c.peek(rest),
+            Format::PcapNg(ng) => ng.peek(rest),
+        }
+    }
+
+    /// Bytes the file header or first section header at the start of
+    /// `rest` takes (before there is a `Format` to ask).
+    fn header_len(rest: &[u8]) -> usize {
+        if rest.first_chunk::<4>() == Some(&pcapng::SHB_TYPE) {
+            pcapng::peek_block(rest, Endian::Little).need
+        } else {
+            24
+        }
+    }
+
+    fn kind(&self) -> CaptureFormat {
+        match self {
+            Format::Classic(c) => CaptureFormat::Pcap { nanos: c.nanos() },
+            Format::PcapNg(_) => CaptureFormat::PcapNg,
+        }
+    }
 }
 
 /// Reads packets from a pcap or pcapng file held in memory.
@@ -299,22 +432,7 @@ impl PcapReader<memmap2::Mmap> {
 impl<B: AsRef<[u8]>> PcapReader<B> {
     /// Parses the file header (classic) or first section header (pcapng).
     pub fn from_bytes(buf: B) -> Result<Self, PcapError> {
-        let bytes = buf.as_ref();
-        let Some(magic) = bytes_at::<4>(bytes, 0) else {
-            return Err(PcapError::Truncated {
-                offset: 0,
-                what: "file header",
-                need: 4,
-                remain: bytes.len() as u64,
-            });
-        };
-        let (format, pos) = if magic == pcapng::SHB_TYPE {
-            let (ng, pos) = pcapng::PcapNg::from_first_section(bytes)?;
-            (Format::PcapNg(ng), pos)
-        } else {
-            let (c, pos) = classic::Classic::from_header(bytes, magic)?;
-            (Format::Classic(c), pos)
-        };
+        let (format, pos) = Format::from_header(buf.as_ref())?;
         Ok(PcapReader {
             buf,
             pos,
@@ -330,10 +448,7 @@ impl<B: AsRef<[u8]>> PcapReader<B> {
     #[inline]
     pub fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, PcapError> {
         let bytes = self.buf.as_ref();
-        match &mut self.format {
-            Format::Classic(c) => c.next(bytes, &mut self.pos, &mut self.clipped),
-            Format::PcapNg(ng) => ng.next(bytes, &mut self.pos, &mut self.clipped),
-        }
+        self.format.next(bytes, &mut self.pos, &mut self.clipped)
     }
 
     /// Up to `out.len()` packets at once, for batched processing; returns
@@ -344,11 +459,7 @@ impl<B: AsRef<[u8]>> PcapReader<B> {
         let bytes = self.buf.as_ref();
         let mut n = 0;
         for slot in out.iter_mut() {
-            let next = match &mut self.format {
-                Format::Classic(c) => c.next(bytes, &mut self.pos, &mut self.clipped),
-                Format::PcapNg(ng) => ng.next(bytes, &mut self.pos, &mut self.clipped),
-            };
-            match next {
+            match self.format.next(bytes, &mut self.pos, &mut self.clipped) {
                 Ok(Some(p)) => {
                     *slot = p;
                     n += 1;
@@ -368,10 +479,7 @@ impl<B: AsRef<[u8]>> PcapReader<B> {
 
     /// Which container the file is.
     pub fn format(&self) -> CaptureFormat {
-        match &self.format {
-            Format::Classic(c) => CaptureFormat::Pcap { nanos: c.nanos() },
-            Format::PcapNg(_) => CaptureFormat::PcapNg,
-        }
+        self.format.kind()
     }
 
     /// Packets handed out shorter than their record's captured length (see

@@ -2,7 +2,7 @@
 //! options template set ID 3, enterprise bit on field specifiers, and a
 //! sequence number that counts data records.
 
-use crate::template::{DomainNameTemplate, FlowTemplate, OptionsTemplate, Templates};
+use crate::template::{DomainNameTemplate, FlowTemplate, OptionField, OptionsTemplate, Templates};
 
 pub const HEADER_LEN: usize = 16;
 pub const VERSION: u16 = 10;
@@ -23,7 +23,7 @@ pub fn header(len: usize, export_time: u32, seq: u32, domain: u32) -> [u8; HEADE
 
 /// Bytes of the options template set, header included.
 pub fn options_template_len(o: &OptionsTemplate) -> usize {
-    4 + 6 + 4 * (1 + o.fields.len())
+    4 + 6 + 4 + o.fields.iter().map(|f| f.spec_len()).sum::<usize>()
 }
 
 /// Bytes of the domain-name options template set, header included.
@@ -67,9 +67,17 @@ pub fn write_template_sets(out: &mut Vec<u8>, t: &Templates) {
     out.extend_from_slice(&o.id.to_be_bytes());
     out.extend_from_slice(&u16::try_from(1 + o.fields.len()).unwrap_or(0).to_be_bytes());
     out.extend_from_slice(&1u16.to_be_bytes()); // scope field count
-    for (id, len) in std::iter::once(&o.scope).chain(o.fields.iter()) {
-        out.extend_from_slice(&id.to_be_bytes());
-        out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&o.scope.0.to_be_bytes());
+    out.extend_from_slice(&o.scope.1.to_be_bytes());
+    for f in &o.fields {
+        if f.pen == 0 {
+            out.extend_from_slice(&f.id.to_be_bytes());
+            out.extend_from_slice(&OptionField::LEN.to_be_bytes());
+        } else {
+            out.extend_from_slice(&(f.id | 0x8000).to_be_bytes());
+            out.extend_from_slice(&OptionField::LEN.to_be_bytes());
+            out.extend_from_slice(&f.pen.to_be_bytes());
+        }
     }
     patch_len(out, start);
 

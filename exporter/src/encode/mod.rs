@@ -284,20 +284,10 @@ impl Encoder {
         self.ensure_started(clock);
         let len = self.templates.options.record_len();
         self.open(self.templates.options.id, len)?;
-        let o = &self.templates.options;
         self.buf
             .extend_from_slice(&v.observation_domain.to_be_bytes());
-        for (x, _) in [
-            v.exported_messages,
-            v.exported_records,
-            v.exported_octets,
-            v.ignored_packets,
-            v.not_sent_records,
-        ]
-        .iter()
-        .zip(o.fields.iter())
-        {
-            self.buf.extend_from_slice(&x.to_be_bytes());
+        for f in &self.templates.options.fields {
+            self.buf.extend_from_slice(&v.get(f.value).to_be_bytes());
         }
         self.count_data(1);
         Ok(())

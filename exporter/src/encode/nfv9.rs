@@ -5,7 +5,7 @@
 
 use super::ExportClock;
 use super::ipfix::patch_len;
-use crate::template::{FlowTemplate, OptionsTemplate, Templates};
+use crate::template::{FlowTemplate, OptionField, OptionsTemplate, Templates};
 
 pub const HEADER_LEN: usize = 20;
 pub const VERSION: u16 = 9;
@@ -64,9 +64,12 @@ pub fn write_template_sets(out: &mut Vec<u8>, t: &Templates) {
     out.extend_from_slice(&o.id.to_be_bytes());
     out.extend_from_slice(&4u16.to_be_bytes()); // scope length, bytes
     out.extend_from_slice(&u16::try_from(4 * o.fields.len()).unwrap_or(0).to_be_bytes());
-    for (id, len) in std::iter::once(&o.scope).chain(o.fields.iter()) {
-        out.extend_from_slice(&id.to_be_bytes());
-        out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&o.scope.0.to_be_bytes());
+    out.extend_from_slice(&o.scope.1.to_be_bytes());
+    // v9 options templates are built without enterprise fields.
+    for f in &o.fields {
+        out.extend_from_slice(&f.id.to_be_bytes());
+        out.extend_from_slice(&OptionField::LEN.to_be_bytes());
     }
     pad4(out, start);
     patch_len(out, start);

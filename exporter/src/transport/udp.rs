@@ -25,7 +25,8 @@ impl UdpOut {
 
     /// Send one message. `ECONNREFUSED` (an ICMP port unreachable from an
     /// earlier datagram: the collector is not running) and `WouldBlock`
-    /// both lose this message; UDP export has no retransmission.
+    /// both lose this message; UDP export has no retransmission. The
+    /// caller also counts the datagram the ICMP answered as lost.
     pub fn send(&mut self, msg: &[u8]) -> Sent {
         match self.sock.send(msg) {
             Ok(n) if n == msg.len() => Sent::Ok,
@@ -35,5 +36,11 @@ impl UdpOut {
             ))),
             Err(e) => Sent::Dropped(e),
         }
+    }
+
+    /// Whether the kernel holds an ICMP port unreachable for the last
+    /// datagram (clears it): asked at shutdown, when no later send would.
+    pub fn refused_since_last_send(&self) -> bool {
+        matches!(self.sock.take_error(), Ok(Some(e)) if e.kind() == io::ErrorKind::ConnectionRefused)
     }
 }

@@ -1,7 +1,7 @@
 //! Classic pcap (draft-ietf-opsawg-pcap): a 24-byte file header, then
 //! records of a 16-byte header plus the captured bytes.
 
-use super::{Endian, MAX_CAPLEN, PcapError, RawPacket, bytes_at, clip};
+use super::{Endian, MAX_CAPLEN, PcapError, Peek, RawPacket, bytes_at, clip};
 use crate::parse::LinkType;
 use crate::time::Timestamp;
 
@@ -75,6 +75,21 @@ impl Classic {
 
     pub(super) fn nanos(&self) -> bool {
         self.frac_ns == 1
+    }
+
+    /// The record at the start of `rest`: its length as far as its header
+    /// tells, or the header alone while that is incomplete or its captured
+    /// length is refused (the parser then reports it).
+    pub(super) fn peek(&self, rest: &[u8]) -> Peek {
+        let need = match bytes_at::<4>(rest, 8).map(|b| self.endian.u32(b)) {
+            Some(caplen) if caplen <= MAX_CAPLEN => RECORD_HEADER_LEN + caplen as usize,
+            _ => RECORD_HEADER_LEN,
+        };
+        Peek {
+            need,
+            packet: true,
+            block_type: 0,
+        }
     }
 
     /// Reads the record at `*pos` and advances past it on success.

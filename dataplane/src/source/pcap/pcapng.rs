@@ -4,7 +4,7 @@
 //! `if_tsoffset`), Enhanced, Simple and obsolete Packet Blocks, and skip every
 //! other block by its length.
 
-use super::{Endian, MAX_CAPLEN, PcapError, RawPacket, bytes_at, clip};
+use super::{Endian, MAX_CAPLEN, PcapError, Peek, RawPacket, bytes_at, clip};
 use crate::parse::LinkType;
 use crate::time::Timestamp;
 
@@ -115,6 +115,11 @@ impl PcapNg {
         let shb = block_at(buf, 0, ng.endian)?;
         ng.start_section(&shb)?;
         Ok((ng, shb.len))
+    }
+
+    /// The block at the start of `rest` (see [`peek_block`]).
+    pub(super) fn peek(&self, rest: &[u8]) -> Peek {
+        peek_block(rest, self.endian)
     }
 
     /// Reads blocks from `*pos` up to and including the next packet; every
@@ -386,6 +391,51 @@ fn units_per_sec(tsresol: u8) -> Option<u64> {
         10u64.checked_pow(u32::from(tsresol))
     } else {
         1u64.checked_shl(u32::from(tsresol & 0x7f))
+    }
+}
+
+/// The block at the start of `rest`: how many bytes it takes as far as its
+/// header tells (the header alone while that is incomplete or its length is
+/// impossible: the parser then reports it), its type, and whether it is a
+/// packet block. `section` is the current section's byte order; a Section
+/// Header Block brings its own.
+pub(super) fn peek_block(rest: &[u8], section: Endian) -> Peek {
+    let shb = rest.first_chunk::<4>() == Some(&SHB_TYPE);
+    let endian = if shb {
+        match bytes_at::<4>(rest, 8).map(u32::from_le_bytes) {
+            Some(BYTE_ORDER_MAGIC) => Endian::Little,
+            Some(_) => Endian::Big,
+            None => {
+                return Peek {
+                    need: 12,
+                    packet: false,
+                    block_type: SHB,
+                };
+            }
+        }
+    } else {
+        section
+    };
+    let Some(h) = rest.first_chunk::<8>() else {
+        return Peek {
+            need: 8,
+            packet: false,
+            block_type: 0,
+        };
+    };
+    let (ty, len) = (endian.u32_at(h, 0), endian.u32_at(h, 4) as usize);
+    Peek {
+        // A section header block's byte-order magic is checked before its
+        // length: the parser needs those 12 bytes to report either.
+        need: if len >= BLOCK_OVERHEAD && len % 4 == 0 {
+            len
+        } else if shb {
+            12
+        } else {
+            8
+        },
+        packet: !shb && matches!(ty, EPB | SPB | PB),
+        block_type: ty,
     }
 }
 

@@ -222,11 +222,7 @@ fn pcap_classic_absurd_caplen_is_an_error() {
 fn pcap_bad_headers() {
     assert!(matches!(
         PcapReader::from_bytes(&[][..]),
-        Err(PcapError::Truncated {
-            offset: 0,
-            remain: 0,
-            ..
-        })
+        Err(PcapError::Empty)
     ));
     assert!(matches!(
         PcapReader::from_bytes(&b"GIF89a.........................."[..]),

@@ -1,5 +1,6 @@
 //! A whole capture file through everything a packet meets: pcap/pcapng
-//! reader → worker (flow table with eviction and expiry, fragments, NPM
+//! reader (mapped and streamed, which must agree) → worker (flow table
+//! with eviction and expiry, fragments, NPM
 //! trackers with TLS and DNS) → JSON/CSV/table writers and the IPFIX and
 //! NetFlow v9 encoders. No input may panic (overflow checks are on in fuzz
 //! builds), hang or break the invariants below.
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use xdprobe_dataplane::output::{Format, RecordWriter};
-use xdprobe_dataplane::source::pcap::{PcapReader, RawPacket};
+use xdprobe_dataplane::source::pcap::{PcapReader, RawPacket, StreamReader};
 use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker};
 use xdprobe_exporter::encode::record::ntp_micros;
@@ -55,6 +56,37 @@ fn run(file: &[u8], cfg: &FlowConfig, batched: bool) -> Option<(Vec<FlowRecord>,
     }
     worker.flush(&mut |r| out.push(r));
     Some((out, worker))
+}
+
+/// Hands out at most `piece` bytes per read, as a pipe does.
+struct Pieces<'a> {
+    data: &'a [u8],
+    piece: usize,
+}
+
+impl std::io::Read for Pieces<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.piece.min(out.len()).min(self.data.len());
+        out[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+fn run_streamed(file: &[u8], cfg: &FlowConfig, piece: usize) -> Vec<FlowRecord> {
+    let mut reader = StreamReader::new(Pieces { data: file, piece })
+        .expect("the mapped reader read this header");
+    let mut worker = Worker::new(cfg);
+    let mut out = Vec::new();
+    loop {
+        let mut batch = [RawPacket::default(); BATCH];
+        match reader.next_batch(&mut batch) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => worker.on_batch(&batch[..n], &mut |r| out.push(r)),
+        }
+    }
+    worker.flush(&mut |r| out.push(r));
+    out
 }
 
 /// The set lengths of one message add up to the header's length.
@@ -140,6 +172,9 @@ fuzz_target!(|data: &[u8]| {
     // Batched and frame-at-a-time processing agree exactly.
     let (one_by_one, _) = run(file, &cfg, false).expect("the header parsed once already");
     assert_eq!(records, one_by_one);
+    // So does the stream reader (stdin, pipes), fed in uneven pieces.
+    let piece = 1 + usize::from(knobs.rotate_left(3) & 0x3f) * 97;
+    assert_eq!(records, run_streamed(file, &cfg, piece));
 
     for f in [Format::Json, Format::Csv, Format::Table] {
         let mut w = RecordWriter::new(Vec::new(), f);

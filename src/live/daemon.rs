@@ -29,13 +29,13 @@ use std::{
 
 use xdprobe_config::{Config, Mode};
 use xdprobe_dataplane::{FlowConfig, FlowRecord};
-use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ExporterError};
+use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ExporterError, ProbeCounters};
 
 use super::{
     handoff,
     merge::{Marks, Merge},
     privs::{self, PrivError},
-    prom::{PromServer, QueueReport, Report},
+    prom::{Limits, Metrics, MetricsServer, QueueReport, Report, ReportCollector},
     sink::{RecordSink, spawn_json_writer},
     worker::{Control, QueueWorker, Snapshot},
     xdp::{AttachMode, XdpError, XdpFilter, XdpOptions, XdpProgram},
@@ -360,7 +360,7 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     let cfg = xdprobe_config::load(&opts.config)?;
     let mut captures = set_up(&cfg)?;
     let metrics = if cfg.metrics.enabled {
-        Some(PromServer::bind(cfg.metrics.listen).map_err(DaemonError::Metrics)?)
+        Some(MetricsServer::bind(cfg.metrics.listen).map_err(DaemonError::Metrics)?)
     } else {
         None
     };
@@ -371,7 +371,11 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     privs::drop_privileges(cfg.probe.user.as_deref())?;
 
     // Threads from here on.
-    let exporter = Exporter::spawn(exporter_config(&cfg)?)?;
+    let probe_counters = Arc::new(ProbeCounters::default());
+    let exporter = Exporter::spawn(ExporterConfig {
+        probe_counters: Some(probe_counters.clone()),
+        ..exporter_config(&cfg)?
+    })?;
     let json = match (&opts.json, json_file) {
         (Some(JsonOut::Stdout), _) => Some(
             spawn_json_writer(Box::new(std::io::stdout()), cfg.export.channel_capacity)
@@ -393,8 +397,13 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
         &control,
     )?;
     let report = Arc::new(Mutex::new(Report::default()));
+    let registry = Metrics::new();
+    registry.register(ReportCollector(report.clone()));
     let _prom = match metrics {
-        Some((l, _)) => Some(PromServer::start(l, report.clone()).map_err(DaemonError::Metrics)?),
+        Some((l, _)) => Some(
+            MetricsServer::start(l, registry.clone(), Limits::default())
+                .map_err(DaemonError::Metrics)?,
+        ),
         None => None,
     };
     tracing::info!(workers = running.threads.len(), "xdprobe running");
@@ -407,6 +416,10 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
         if last_report.elapsed() >= Duration::from_secs(1) {
             last_report = Instant::now();
             refresh_report(&report, &captures, &running);
+            if let Ok(r) = report.lock() {
+                let (ignored, evicted, frag_evicted) = r.probe_totals();
+                probe_counters.store(ignored, evicted, frag_evicted);
+            }
         }
         if last_log.elapsed() >= log_interval {
             last_log = Instant::now();

@@ -20,6 +20,7 @@ use xdprobe_dataplane::{
 use super::{
     clock::{TaiClock, unix_now},
     handoff::Producer,
+    lograte::{ERROR_LOG_EVERY, LogEvery},
     merge::Merge,
     sink::RecordSink,
     steer,
@@ -32,6 +33,8 @@ use super::{
 pub struct LoopStats {
     /// Frames read from this worker's socket.
     pub rx_frames: u64,
+    /// Failed reads of the socket (logged once per interval with a count).
+    pub rx_errors: u64,
     pub rx_bytes: u64,
     /// Non-empty RX batches.
     pub batches: u64,
@@ -119,6 +122,7 @@ impl QueueWorker {
         let sink = &self.sink;
         let mut emit = |rec: FlowRecord| sink.send(rec);
         let mut rx = LoopStats::default();
+        let mut rx_log = LogEvery::new(ERROR_LOG_EVERY);
         let read_time = self.read_time_stamps;
         let mut flow_generation = self.control.flow_generation.load(Ordering::Acquire);
 
@@ -196,7 +200,11 @@ impl QueueWorker {
                 }
                 Ok(_) => rx.batches += 1,
                 Err(e) => {
-                    tracing::error!(queue = self.socket.queue, error = %e, "AF_XDP receive failed");
+                    rx.rx_errors += 1;
+                    if let Some(n) = rx_log.due(Instant::now()) {
+                        tracing::error!(queue = self.socket.queue, error = %e, occurrences = n,
+                            "AF_XDP receive failed");
+                    }
                     std::thread::sleep(Duration::from_millis(10));
                 }
             }

@@ -8,9 +8,9 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 demo: bootstrap
 	cargo run --release --quiet -- demo
 
-# Every test: format, lints, a bounded fuzz run of the packet parser, and
-# unit + integration tests (privileged ones need root); the last line sums
-# them up.
+# Every test: format, lints, a bounded fuzz run (60 s split across the fuzz
+# targets, fuzz/README.md), and unit + integration tests (privileged ones
+# need root); the last line sums them up.
 test: bootstrap lint fuzz unit
 
 bootstrap:

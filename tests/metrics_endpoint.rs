@@ -94,7 +94,7 @@ fn idle_connections_do_not_delay_scrapes() {
     for _ in 0..10 {
         scrape(srv.addr);
     }
-    assert!(idle.iter_mut().all(|s| still_open(s)));
+    assert!(idle.iter_mut().all(still_open));
     let text = scrape(srv.addr);
     assert_eq!(
         metric(

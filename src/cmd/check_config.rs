@@ -8,6 +8,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use xdprobe::budget::{self, Estimate};
+use xdprobe::live::daemon;
 use xdprobe_config::{Config, Environment, Location, Mode, XdpMode, XskBind, format_duration};
 
 /// Exit status for "the config is wrong" (1 stays "xdprobe itself failed").
@@ -31,13 +33,19 @@ pub fn run(args: CheckConfigArgs) -> anyhow::Result<ExitCode> {
     };
     match xdprobe_config::load_with(&args.file, &env) {
         Ok(config) => {
+            let estimate = budget::for_daemon(&config, &daemon::flow_config(&config), true);
             let problems = if args.no_machine_check {
                 Vec::new()
             } else {
-                exporter_check(&args.file, &config)
+                let mut p = exporter_check(&args.file, &config);
+                p.extend(memory_check(&args.file, &estimate));
+                p
             };
             if problems.is_empty() {
-                print!("{}", summary(&args.file.display().to_string(), &config));
+                print!(
+                    "{}",
+                    summary(&args.file.display().to_string(), &config, &estimate)
+                );
                 return Ok(ExitCode::SUCCESS);
             }
             for p in &problems {
@@ -87,12 +95,25 @@ fn exporter_check(file: &Path, config: &Config) -> Vec<String> {
     problems
 }
 
+/// The memory the daemon would allocate against what this machine has;
+/// reported at `[flow] capacity` (the usual culprit), or line 1.
+fn memory_check(file: &Path, estimate: &Estimate) -> Option<String> {
+    let e = estimate.check(budget::available()).err()?;
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let at = text
+        .find("capacity")
+        .map_or(Location { line: 1, column: 1 }, |p| {
+            Location::of_offset(&text, p)
+        });
+    Some(format!("{}:{at}: flow.capacity: {e}", file.display()))
+}
+
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// What the daemon would do with this file, in a few lines.
-fn summary(file: &str, c: &Config) -> String {
+fn summary(file: &str, c: &Config, estimate: &Estimate) -> String {
     let mut s = format!("{file}: OK\n");
     let mode = match c.probe.mode {
         Mode::Appliance => "appliance (XDP drops what it does not capture)",
@@ -164,5 +185,6 @@ fn summary(file: &str, c: &Config) -> String {
         "  locked memory: {} of UMEM, plus rings and BPF maps",
         mib(c.umem_bytes())
     );
+    let _ = writeln!(s, "  memory: {estimate}");
     s
 }

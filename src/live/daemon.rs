@@ -64,6 +64,8 @@ pub enum DaemonError {
     Signals(#[source] std::io::Error),
     #[error("starting a thread")]
     Thread(#[source] std::io::Error),
+    #[error(transparent)]
+    Memory(#[from] crate::budget::TooLarge),
     #[error("JSON output {path}")]
     Json {
         path: String,
@@ -115,7 +117,7 @@ impl Signals {
     }
 }
 
-fn flow_config(cfg: &Config) -> FlowConfig {
+pub fn flow_config(cfg: &Config) -> FlowConfig {
     FlowConfig {
         capacity: cfg.flow.capacity,
         idle_timeout: cfg.flow.idle_timeout,
@@ -358,6 +360,9 @@ fn log_line(report: &Mutex<Report>) {
 pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     let signals = Signals::install()?;
     let cfg = xdprobe_config::load(&opts.config)?;
+    // Before anything is loaded or allocated: refuse what cannot fit.
+    crate::budget::for_daemon(&cfg, &flow_config(&cfg), opts.handoff)
+        .check(crate::budget::available())?;
     let mut captures = set_up(&cfg)?;
     let metrics = if cfg.metrics.enabled {
         Some(MetricsServer::bind(cfg.metrics.listen).map_err(DaemonError::Metrics)?)

@@ -96,6 +96,11 @@ struct Flow {
     close_deadline: Timestamp,
     dirs: [Counters; 2],
     links: Links,
+    /// Where this flow's index slot was when it was inserted: only ever
+    /// prefetched (a stale address after the index rehashed costs a useless
+    /// prefetch, never a wrong read), so evicting the flow does not wait
+    /// for the index (see `expiry::warm_next_victims`).
+    index_hint: usize,
     metrics: L4Metrics,
 }
 
@@ -509,6 +514,7 @@ impl FlowTable {
             hash,
             live: true,
             links: Links::default(),
+            index_hint: 0,
             client: roles.client,
             guessed: roles.guessed,
             tos: pkt.tos,
@@ -535,7 +541,7 @@ impl FlowTable {
         };
         let slab = &self.slab.0;
         let hasher = |s: &IndexSlot| slab[s.idx as usize].hash;
-        self.index.insert_unique(
+        let entry = self.index.insert_unique(
             hash,
             IndexSlot {
                 idx: i,
@@ -543,6 +549,8 @@ impl FlowTable {
             },
             hasher,
         );
+        let hint = std::ptr::from_ref(entry.get()) as usize;
+        self.slab.0[i as usize].index_hint = hint;
         self.lists.push_back(&mut self.slab, ListId::Lru, i);
         self.lists.push_back(&mut self.slab, ListId::Active, i);
         let first_due = self

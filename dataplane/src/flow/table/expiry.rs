@@ -89,6 +89,28 @@ impl FlowTable {
             self.stats.evicted += 1;
             self.end(i, EndReason::Evicted, out);
         }
+        self.warm_next_victims();
+    }
+
+    /// A full table under a stream of new flows (a SYN flood) evicts once
+    /// per packet, always at the LRU head: the coldest entry in the table,
+    /// whose slab entry and index slot would each cost a memory round trip
+    /// on the critical path. So each eviction prepares the next ones: the
+    /// entry after the new head is prefetched (the head itself was, by the
+    /// eviction before), and so is the head's index slot, from the address
+    /// it was inserted at.
+    fn warm_next_victims(&self) {
+        let Some(head) = self.lists.head(ListId::Lru) else {
+            return;
+        };
+        let Some(f) = self.slab.0.get(head as usize) else {
+            return;
+        };
+        let next = f.links.next[ListId::Lru as usize];
+        if let Some(n) = self.slab.0.get(next as usize) {
+            super::prefetch(n, std::mem::size_of::<Flow>());
+        }
+        super::prefetch(f.index_hint as *const u8, 1);
     }
 
     /// Applies new idle/active/linger timeouts to the running table (config

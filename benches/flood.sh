@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Floods, whole process: xdprobe pcap (release-lto, --format none --stats)
 # on a SYN flood, a first-fragment flood and a non-first-fragment flood
-# against ordinary traffic, at N and 2N packets each. Reports per-packet
-# time (median of RUNS) as a ratio to ordinary, and max RSS at N and 2N:
-# once the tables are full, twice the packets must not need more memory.
+# against ordinary traffic, at N and 2N packets each, read from stdin.
+# Reports per-packet time (median of RUNS) as a ratio to ordinary, and max
+# RSS at N and 2N: once the tables are full, twice the packets must not
+# need more memory.
 #
 # usage: benches/flood.sh [--runs N] [--packets N] [--no-build]
 #   env PROFILE (cargo profile, default release-lto), CARGO_TARGET_DIR
@@ -52,8 +53,10 @@ for ((r = 0; r < RUNS; r++)); do
         k=${kn%,*} n=${kn#*,}
         pcap=$WORK/$k-$n.pcap
         cat "$pcap" >/dev/null
+        # From stdin: the stream reader's buffer is bounded, so max RSS is
+        # the probe's own memory (a mapped file would count its pages).
         /usr/bin/time -f '%e %M' -o "$WORK/time" \
-            "$XDPROBE" pcap "$pcap" --format none --stats 2>"$WORK/stats-$k-$n"
+            "$XDPROBE" pcap - --format none --stats <"$pcap" 2>"$WORK/stats-$k-$n"
         read -r secs kib <"$WORK/time"
         times[$kn]="${times[$kn]:-} $secs"
         rss[$kn]=$kib

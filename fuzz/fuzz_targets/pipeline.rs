@@ -20,7 +20,7 @@ use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker};
 use xdprobe_exporter::encode::record::ntp_micros;
 use xdprobe_exporter::encode::{Encoder, ExportClock};
-use xdprobe_exporter::template::{Format as Wire, Mode, Profile, Templates};
+use xdprobe_exporter::template::{Format as Wire, Mode, OptionsValues, Profile, Templates};
 
 fn config(knobs: u8) -> FlowConfig {
     let short = knobs & 0x40 != 0;
@@ -109,7 +109,7 @@ fn check_message(format: Wire, msg: &[u8]) {
     assert_eq!(at, msg.len(), "sets overrun the message");
 }
 
-fn encode_all(records: &[FlowRecord]) {
+fn encode_all(records: &[FlowRecord], ignored: u64, evicted: (u64, u64)) {
     let clock = ExportClock {
         unix_secs: 1,
         uptime_ms: 1,
@@ -125,6 +125,20 @@ fn encode_all(records: &[FlowRecord]) {
                     check_message(format, msg);
                     e.write_record(r, clock).expect("a record fits a fresh message");
                 }
+            }
+            // The options record with the run's own counters.
+            let v = OptionsValues {
+                observation_domain: 1,
+                exported_records: records.len() as u64,
+                ignored_packets: ignored,
+                flows_evicted: evicted.0,
+                fragments_evicted: evicted.1,
+                ..OptionsValues::default()
+            };
+            if e.write_options(&v, clock).is_err() {
+                let msg = e.finish().expect("a full message has content");
+                check_message(format, msg);
+                e.write_options(&v, clock).expect("options fit a fresh message");
             }
             if let Some(msg) = e.finish() {
                 check_message(format, msg);
@@ -188,5 +202,5 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    encode_all(&records);
+    encode_all(&records, s.drops.total(), (s.table.evicted, s.frags.evicted));
 });

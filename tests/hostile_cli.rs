@@ -170,24 +170,81 @@ fn timestamps_past_the_range_are_a_named_drop_not_a_wrap() {
     }
 }
 
+/// The counters of the last exporter-statistics options record (template
+/// 258) in an RFC 5655 IPFIX file, by (enterprise number, element ID).
+fn last_options_record(file: &Path) -> std::collections::HashMap<(u32, u16), u64> {
+    let b = std::fs::read(file).unwrap();
+    let u16_at = |o: usize| u16::from_be_bytes([b[o], b[o + 1]]);
+    let u32_at = |o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+    let mut fields: Vec<(u32, u16, u16)> = Vec::new();
+    let mut last = std::collections::HashMap::new();
+    let mut msg = 0;
+    while msg + 16 <= b.len() {
+        let end = msg + usize::from(u16_at(msg + 2));
+        let mut set = msg + 16;
+        while set + 4 <= end {
+            let (id, len) = (u16_at(set), usize::from(u16_at(set + 2)));
+            if id == 3 && u16_at(set + 4) == 258 {
+                // Options template 258: field count, scope count, specifiers.
+                let count = usize::from(u16_at(set + 6));
+                let mut at = set + 10;
+                fields.clear();
+                for _ in 0..count {
+                    let (fid, flen) = (u16_at(at), u16_at(at + 2));
+                    if fid & 0x8000 != 0 {
+                        fields.push((u32_at(at + 4), fid & 0x7fff, flen));
+                        at += 8;
+                    } else {
+                        fields.push((0, fid, flen));
+                        at += 4;
+                    }
+                }
+            } else if id == 258 {
+                let mut at = set + 4;
+                for &(pen, fid, flen) in &fields {
+                    let v = b[at..at + usize::from(flen)]
+                        .iter()
+                        .fold(0u64, |a, &x| a << 8 | u64::from(x));
+                    last.insert((pen, fid), v);
+                    at += usize::from(flen);
+                }
+            }
+            set += len.max(4);
+        }
+        msg = end.max(msg + 16);
+    }
+    last
+}
+
 #[test]
-fn a_first_fragment_flood_is_bounded_and_counted() {
+fn floods_are_bounded_and_counted_in_stats_and_options_records() {
     let dir = TempDir::new("hostile-frag");
     let file = dir.0.join("frags.pcap");
-    let pkts: Vec<(u64, Vec<u8>)> = (0..20_000u64)
+    // 20 000 first fragments of one flow (new datagram IDs), then 50 small
+    // flows through a table of 8.
+    let mut pkts: Vec<(u64, Vec<u8>)> = (0..20_000u64)
         .map(|i| (T0 + i * 1_000, first_fragment(i as u16)))
         .collect();
+    pkts.extend((0..50u64).map(|i| (T0 + S + i, udp_frame(20_000 + i as u16, b"x"))));
     pcap_ns(&file, &pkts);
-    let (code, recs, stderr) = run(&["--stats"], &file);
+    let ipfix = dir.0.join("out.ipfix");
+    let url = format!("file://{}", ipfix.display());
+    let (code, recs, stderr) = run(&["--stats", "--capacity", "8", "--export", &url], &file);
     assert_eq!(code, Some(0), "{stderr}");
-    // All in one flow (same 5-tuple); the table holds 4096 datagrams, the
-    // rest pushed the oldest out, every one counted.
-    assert_eq!(recs.len(), 1);
-    assert_eq!(recs[0]["c2s"]["packets"], 20_000);
+    // The fragment table holds 4096 datagrams: the rest pushed the oldest
+    // out, every one counted (before: a sweep of the whole table per
+    // fragment, and the refusals reported nowhere).
+    assert_eq!(recs.len(), 51);
+    assert_eq!(recs.iter().map(|r| r["c2s"]["packets"].as_u64().unwrap()).sum::<u64>(), 20_050);
     assert!(
         stderr.contains("fragment table: 15904 evicted (table full), 0 expired"),
         "{stderr}"
     );
+    assert!(stderr.contains(" evicted 43 "), "{stderr}");
+    // The same counts in the last IPFIX options record (PEN 32473).
+    let opts = last_options_record(&ipfix);
+    assert_eq!(opts.get(&(32473, 1201)), Some(&43), "{opts:?}");
+    assert_eq!(opts.get(&(32473, 1202)), Some(&15_904), "{opts:?}");
 }
 
 #[test]

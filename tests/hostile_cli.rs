@@ -235,7 +235,12 @@ fn floods_are_bounded_and_counted_in_stats_and_options_records() {
     // out, every one counted (before: a sweep of the whole table per
     // fragment, and the refusals reported nowhere).
     assert_eq!(recs.len(), 51);
-    assert_eq!(recs.iter().map(|r| r["c2s"]["packets"].as_u64().unwrap()).sum::<u64>(), 20_050);
+    assert_eq!(
+        recs.iter()
+            .map(|r| r["c2s"]["packets"].as_u64().unwrap())
+            .sum::<u64>(),
+        20_050
+    );
     assert!(
         stderr.contains("fragment table: 15904 evicted (table full), 0 expired"),
         "{stderr}"

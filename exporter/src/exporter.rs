@@ -24,6 +24,7 @@ const IDLE_TICK: Duration = Duration::from_millis(10);
 /// Records taken from the channel per loop turn before servicing sockets.
 const BATCH: usize = 8192;
 const FILE_FLUSH_EVERY: Duration = Duration::from_secs(1);
+const POLL_LOG_EVERY: Duration = Duration::from_secs(10);
 
 enum Control {
     Shutdown,
@@ -95,6 +96,8 @@ impl Exporter {
             shared: shared.clone(),
             next_token,
             received: 0,
+            poll_errors: 0,
+            poll_logged_at: None,
         };
         let thread = std::thread::Builder::new()
             .name("xdprobe-export".into())
@@ -171,6 +174,8 @@ struct State {
     shared: Arc<SharedCounters>,
     next_token: usize,
     received: u64,
+    poll_errors: u64,
+    poll_logged_at: Option<Instant>,
 }
 
 impl State {
@@ -211,7 +216,18 @@ impl State {
         if let Err(e) = self.poll.poll(events, Some(timeout))
             && e.kind() != std::io::ErrorKind::Interrupted
         {
-            error!(error = %e, "exporter poll failed");
+            // A persistent failure would repeat every tick: one line per
+            // POLL_LOG_EVERY, with the count.
+            self.poll_errors += 1;
+            let now = Instant::now();
+            if self
+                .poll_logged_at
+                .is_none_or(|t| now.duration_since(t) >= POLL_LOG_EVERY)
+            {
+                error!(error = %e, occurrences = self.poll_errors, "exporter poll failed");
+                self.poll_logged_at = Some(now);
+                self.poll_errors = 0;
+            }
             std::thread::sleep(IDLE_TICK);
         }
         let now = Instant::now();

@@ -213,6 +213,28 @@ mod tests {
         }
     }
 
+    /// The extremes of the accepted capture range (1970 and 2262, see
+    /// `xdprobe_dataplane::time`) encode without overflow: milliseconds
+    /// exactly, NTP microseconds modulo the era (RFC 5905: 2036-02-07 starts
+    /// era 1, seconds restart at 0), never a panic or a saturated sentinel.
+    #[test]
+    fn extreme_capture_times_encode_without_overflow() {
+        assert_eq!(ntp_micros(Timestamp::ZERO), NTP_UNIX_OFFSET << 32);
+        let max = Timestamp::MAX;
+        let us = max.as_micros();
+        assert_eq!(us / 1_000, 9_223_372_036_854, "flowEndMilliseconds");
+        let v = ntp_micros(max);
+        assert_eq!(v >> 32, (us / 1_000_000 + NTP_UNIX_OFFSET) % (1 << 32));
+        assert_eq!(((v & 0xFFFF_FFFF) * 1_000_000) >> 32, us % 1_000_000);
+        // The first second of NTP era 1.
+        let era1 = Timestamp::from_micros(((1u64 << 32) - NTP_UNIX_OFFSET) * 1_000_000 + 7);
+        assert_eq!(ntp_micros(era1) >> 32, 0);
+        assert_eq!(((ntp_micros(era1) & 0xFFFF_FFFF) * 1_000_000) >> 32, 7);
+        // Out-of-range values never reach the encoder (the worker drops
+        // them), but would not panic either.
+        let _ = ntp_micros(Timestamp::OUT_OF_RANGE);
+    }
+
     #[test]
     fn ntp_epoch_offset_is_70_years_with_17_leap_days() {
         assert_eq!(NTP_UNIX_OFFSET, (70 * 365 + 17) * 86_400);

@@ -78,6 +78,9 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// Larger than [`crate::MAX_CONFIG_BYTES`]: not read.
+    #[error("the file is {bytes} bytes; a config file is at most {max} (is this the right file?)")]
+    TooLarge { bytes: u64, max: u64 },
     /// Not valid TOML at all.
     #[error("{at}: TOML syntax error: {message}")]
     Syntax { at: Location, message: String },
@@ -107,9 +110,10 @@ impl ConfigError {
     pub fn key(&self) -> Option<&str> {
         match self {
             ConfigError::Schema { key, .. } | ConfigError::Invalid { key, .. } => Some(key),
-            ConfigError::Read { .. } | ConfigError::Syntax { .. } | ConfigError::More { .. } => {
-                None
-            }
+            ConfigError::Read { .. }
+            | ConfigError::TooLarge { .. }
+            | ConfigError::Syntax { .. }
+            | ConfigError::More { .. } => None,
         }
     }
 
@@ -118,7 +122,9 @@ impl ConfigError {
             ConfigError::Syntax { at, .. }
             | ConfigError::Schema { at, .. }
             | ConfigError::Invalid { at, .. } => Some(*at),
-            ConfigError::Read { .. } | ConfigError::More { .. } => None,
+            ConfigError::Read { .. } | ConfigError::TooLarge { .. } | ConfigError::More { .. } => {
+                None
+            }
         }
     }
 
@@ -131,6 +137,7 @@ impl ConfigError {
     pub fn message(&self) -> String {
         match self {
             ConfigError::Read { source, .. } => source.to_string(),
+            ConfigError::TooLarge { .. } => self.to_string(),
             ConfigError::Syntax { message, .. } | ConfigError::Schema { message, .. } => {
                 message.clone()
             }
@@ -207,7 +214,9 @@ impl fmt::Display for ConfigErrors {
             }
             match e {
                 ConfigError::Read { .. } => write!(f, "{e}")?,
-                ConfigError::More { .. } => write!(f, "{}: {e}", self.source_name)?,
+                ConfigError::More { .. } | ConfigError::TooLarge { .. } => {
+                    write!(f, "{}: {e}", self.source_name)?
+                }
                 _ => write!(f, "{}:{e}", self.source_name)?,
             }
         }

@@ -70,3 +70,25 @@ fn lines_and_columns_are_right_far_into_a_file() {
     let at = e[0].location().unwrap();
     assert_eq!((at.line, at.column), (3005, 32), "{}", e[0]);
 }
+
+#[test]
+fn a_file_over_the_size_limit_is_refused_unread() {
+    let dir = std::env::temp_dir().join(format!("xdprobe-config-big-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.toml");
+    let mut text = String::from(IFACE);
+    text.push_str("[filter]\nprefixes = [\n");
+    while text.len() as u64 <= xdprobe_config::MAX_CONFIG_BYTES {
+        text.push_str("\"198.51.100.0/24\",\n");
+    }
+    text.push_str("]\n");
+    std::fs::write(&big, &text).unwrap();
+    let e = xdprobe_config::load_with(&big, &Environment::unchecked()).unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(e.errors.len(), 1);
+    assert!(matches!(e.errors[0], ConfigError::TooLarge { .. }), "{e}");
+    assert!(
+        e.to_string().contains("a config file is at most 1048576"),
+        "{e}"
+    );
+}

@@ -316,3 +316,35 @@ fn shorter_idle_timeout_applies_on_reload() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].end_reason, EndReason::Idle);
 }
+
+/// A SYN flood through a full table: one eviction per packet, every one
+/// counted, and neither the index nor the slab ever reallocates (sized so
+/// that insert/remove churn at the limit rehashes in place).
+#[test]
+fn a_flood_of_new_flows_evicts_each_and_never_grows_the_table() {
+    let mut t = FlowTable::new(&FlowConfig {
+        capacity: 64,
+        ..cfg()
+    });
+    let (index, slab) = (t.index.allocation_size(), t.slab.0.capacity());
+    let mut records = 0u64;
+    for i in 0..100_000u32 {
+        let src = IpAddr::V4(Ipv4Addr::from_bits(0xc000_0200 | (i >> 16)));
+        let p = tcp(src, i as u16, S, 80, TcpFlags::SYN);
+        t.process(&p, Timestamp(u64::from(i) * 1_000), &mut |_| records += 1);
+        assert_eq!(t.index.allocation_size(), index, "index grew at {i}");
+    }
+    assert_eq!(t.slab.0.capacity(), slab);
+    assert_eq!(t.len(), 64);
+    assert_eq!(t.stats().evicted, 100_000 - 64);
+    assert_eq!(records, 100_000 - 64);
+    let mem = FlowConfig {
+        capacity: 64,
+        ..cfg()
+    }
+    .memory_bytes();
+    assert!(
+        mem >= (index + slab * std::mem::size_of::<Flow>()) as u64,
+        "{mem}"
+    );
+}

@@ -248,8 +248,8 @@ fn floods_are_bounded_and_counted_in_stats_and_options_records() {
     assert!(stderr.contains(" evicted 43 "), "{stderr}");
     // The same counts in the last IPFIX options record (PEN 32473).
     let opts = last_options_record(&ipfix);
-    assert_eq!(opts.get(&(32473, 1201)), Some(&43), "{opts:?}");
-    assert_eq!(opts.get(&(32473, 1202)), Some(&15_904), "{opts:?}");
+    assert_eq!(opts.get(&(32473, 1070)), Some(&43), "{opts:?}");
+    assert_eq!(opts.get(&(32473, 1071)), Some(&15_904), "{opts:?}");
 }
 
 #[test]

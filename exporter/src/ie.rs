@@ -68,10 +68,10 @@ pub mod iana {
 pub mod probe {
     /// flowTableEvictedFlowTotalCount: flows ended early (flowEndReason 5,
     /// lack of resources) because a worker's flow table was full.
-    pub const FLOW_TABLE_EVICTIONS: u16 = 1201;
+    pub const FLOW_TABLE_EVICTIONS: u16 = 1070;
     /// fragmentTableEvictedTotalCount: remembered first fragments pushed
     /// out of a full fragment table before their datagram ended.
-    pub const FRAGMENT_TABLE_EVICTIONS: u16 = 1202;
+    pub const FRAGMENT_TABLE_EVICTIONS: u16 = 1071;
 }
 
 /// nProbe element IDs. In IPFIX they live under [`PEN_NTOP`] with these

@@ -30,6 +30,9 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Validate a config file; exit 2 with the key and line of every error.
     CheckConfig(cmd::check_config::CheckConfigArgs),
+    /// Where inside this host's kernel each TCP flow's time goes (T1…T8),
+    /// for a duration or until Ctrl-C (root).
+    Host(cmd::host::HostArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::CheckConfig(a) => cmd::check_config::run(a),
+        Command::Host(a) => cmd::host::run(a),
     };
     match result {
         Ok(code) => code,

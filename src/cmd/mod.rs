@@ -2,5 +2,6 @@
 
 pub mod check_config;
 pub mod demo;
+pub mod host;
 pub mod pcap;
 pub mod run;

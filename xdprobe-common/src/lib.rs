@@ -6,6 +6,10 @@
 //! so the kernel-side and user-side layouts cannot drift apart silently and
 //! no uninitialised byte ever crosses a map (pping's `pping.h` does the same).
 //! The `user` feature adds `aya::Pod` impls; the eBPF build leaves it off.
+//!
+//! [`host`] holds the types of the host-side tracing programs.
+
+pub mod host;
 
 /// Names of the maps and globals in the XDP object. Both sides use these
 /// constants so a rename is a compile error, not a runtime "map not found".
@@ -135,6 +139,14 @@ mod pod {
     unsafe impl aya::Pod for super::XdpSettings {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::XdpMeta {}
+    // SAFETY: as above (host-side types, sizes asserted in `host`).
+    unsafe impl aya::Pod for super::host::StackSettings {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::StackCounters {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::StackEvent {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::TcpPending {}
 }
 
 const _: () = assert!(core::mem::size_of::<XdpCounters>() == 6 * 8);

@@ -1,0 +1,5 @@
+//! The tracing objects, compiled for `bpfel-unknown-none` by `build.rs`.
+//! Empty when the binary was built with `AYA_BUILD_SKIP=1`.
+
+/// Stack-layer latency programs (`host-prog/src/bin/stacklat.rs`).
+pub static STACKLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stacklat"));

@@ -345,7 +345,7 @@ pub fn stack_send_enter(_ctx: TracePointContext) -> u32 {
     let t = now();
     // An insert into an LRU map only fails on allocation failure; then this
     // call's bytes have no socket-layer time, counted at `sock_send_length`.
-    let _ = SEND_ENTRY.insert((pid_tgid as u32), t, 0);
+    let _ = SEND_ENTRY.insert(pid_tgid as u32, t, 0);
     0
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use xdprobe_host::hooks::{Hook, Layer};
 use xdprobe_host::kernel::Kernel;
-use xdprobe_host::stack::agent::{self, WallClock};
+use xdprobe_host::stack::agent::{self, Output, WallClock};
 use xdprobe_host::stack::matcher::{Matcher, MatcherConfig};
 use xdprobe_host::stack::output::{self, Comms};
 use xdprobe_host::stack::probe::{StackOptions, StackProbe};
@@ -57,6 +57,10 @@ pub struct HostArgs {
     /// Write each flow report as a JSON line to FILE ("-": stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
+    /// Write every timed byte (its flow, stream position and the time each
+    /// layer passed it) as a JSON line to FILE, for plots of your own.
+    #[arg(long, value_name = "FILE")]
+    pub samples: Option<PathBuf>,
     /// Draw the flows' segments as stacked bars into FILE.svg.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
@@ -155,8 +159,15 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
         sample_bytes: opts.sample_bytes,
         report_ns: a.interval.map_or(0, |d| d.as_nanos() as u64),
         attached,
+        raw_samples: a.samples.is_some(),
         ..MatcherConfig::default()
     });
+    let mut samples = match &a.samples {
+        None => None,
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+    };
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -173,17 +184,35 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
     let mut comms = Comms::default();
     let mut reports = Vec::new();
     let mut write_err = None;
-    let stats = agent::run(&mut probe, &mut matcher, a.duration, &stop, &mut |r| {
-        if let Some(w) = json.as_mut()
-            && let Err(e) = output::write_json(w, &r, &clock, &mut comms)
-        {
-            write_err.get_or_insert(e);
+    let mut on_output = |o: Output| match o {
+        Output::Report(r) => {
+            if let Some(w) = json.as_mut()
+                && let Err(e) = output::write_json(w, &r, &clock, &mut comms)
+            {
+                write_err.get_or_insert(e);
+            }
+            reports.push(r);
         }
-        reports.push(r);
-    });
+        Output::Samples(raw) => {
+            if let Some(w) = samples.as_mut() {
+                for s in &raw {
+                    let r = serde_json::to_writer(&mut *w, s)
+                        .map_err(std::io::Error::from)
+                        .and_then(|()| w.write_all(b"\n"));
+                    if let Err(e) = r {
+                        write_err.get_or_insert(e);
+                    }
+                }
+            }
+        }
+    };
+    let stats = agent::run(&mut probe, &mut matcher, a.duration, &stop, &mut on_output);
     drop(probe); // detach before printing
     if let Some(mut w) = json {
         w.flush().context("writing the JSON reports")?;
+    }
+    if let Some(mut w) = samples {
+        w.flush().context("writing the samples")?;
     }
     if let Some(e) = write_err {
         return Err(anyhow::Error::new(e).context("writing the JSON reports"));

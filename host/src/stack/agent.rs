@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use xdprobe_common::host::StackCounters;
 
-use crate::stack::matcher::{FlowReport, MatchCounters, Matcher};
+use crate::stack::matcher::{FlowReport, MatchCounters, Matcher, RawSample};
 use crate::stack::probe::StackProbe;
 
 /// `CLOCK_MONOTONIC` now, in ns: the clock `bpf_ktime_get_ns` reads.
@@ -57,6 +57,13 @@ pub struct RunStats {
     pub reports: u64,
 }
 
+/// What the loop hands out.
+pub enum Output {
+    Report(FlowReport),
+    /// Timed anchors (only when the matcher keeps raw samples).
+    Samples(Vec<RawSample>),
+}
+
 /// Runs until `stop` is set or `duration` passes, handing every report to
 /// `out`; reports every flow still open at the end.
 pub fn run(
@@ -64,13 +71,13 @@ pub fn run(
     matcher: &mut Matcher,
     duration: Option<Duration>,
     stop: &Arc<AtomicBool>,
-    out: &mut dyn FnMut(FlowReport),
+    out: &mut dyn FnMut(Output),
 ) -> RunStats {
     let started = Instant::now();
     let mut reports = 0u64;
-    let mut count = |r: FlowReport, out: &mut dyn FnMut(FlowReport)| {
+    let mut emit = |r: FlowReport, out: &mut dyn FnMut(Output)| {
         reports += 1;
-        out(r);
+        out(Output::Report(r));
     };
     let mut last_advance = Instant::now();
     loop {
@@ -80,7 +87,11 @@ pub fn run(
         }
         let n = probe.drain(|ev| matcher.on_event(ev));
         if last_advance.elapsed() >= Duration::from_millis(50) {
-            matcher.advance(monotonic_ns(), &mut |r| count(r, out));
+            matcher.advance(monotonic_ns(), &mut |r| emit(r, out));
+            let raw = matcher.take_samples();
+            if !raw.is_empty() {
+                out(Output::Samples(raw));
+            }
             last_advance = Instant::now();
         }
         if n == 0 {
@@ -89,7 +100,11 @@ pub fn run(
     }
     // Late events of the last moments, then everything still open.
     probe.drain(|ev| matcher.on_event(ev));
-    matcher.finish(monotonic_ns(), &mut |r| count(r, out));
+    matcher.finish(monotonic_ns(), &mut |r| emit(r, out));
+    let raw = matcher.take_samples();
+    if !raw.is_empty() {
+        out(Output::Samples(raw));
+    }
     RunStats {
         kernel: probe.counters(),
         matcher: matcher.counters(),

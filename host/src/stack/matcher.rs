@@ -97,6 +97,9 @@ pub struct MatcherConfig {
     /// The layers the probe observes (an anchor seen by all of them needs
     /// no wait).
     pub attached: Vec<Layer>,
+    /// Keep every timed anchor for [`Matcher::take_samples`] (the raw
+    /// samples file).
+    pub raw_samples: bool,
 }
 
 impl Default for MatcherConfig {
@@ -111,6 +114,7 @@ impl Default for MatcherConfig {
             max_anchors: 8192,
             keep_samples: crate::stack::stats::DEFAULT_KEEP,
             attached: Layer::ALL.to_vec(),
+            raw_samples: false,
         }
     }
 }
@@ -247,6 +251,18 @@ pub struct FlowReport {
     pub skipped: u64,
 }
 
+/// One timed anchor: the byte, and when each layer passed it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RawSample {
+    #[serde(flatten)]
+    pub key: FlowKey,
+    /// Stream position (sequence number, unwrapped, relative to 2^32 at
+    /// the flow's first event).
+    pub pos: u64,
+    /// (layer, monotonic ns) in stream order.
+    pub times: Vec<(Layer, u64)>,
+}
+
 /// Matcher-wide counters (for `--stats`, logs, Prometheus).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct MatchCounters {
@@ -275,6 +291,7 @@ pub struct Matcher {
     cfg: MatcherConfig,
     flows: HashMap<FlowKey, Flow>,
     counters: MatchCounters,
+    raw: Vec<RawSample>,
 }
 
 impl Matcher {
@@ -283,7 +300,13 @@ impl Matcher {
             cfg,
             flows: HashMap::new(),
             counters: MatchCounters::default(),
+            raw: Vec::new(),
         }
+    }
+
+    /// The timed anchors since the last call (only with `raw_samples`).
+    pub fn take_samples(&mut self) -> Vec<RawSample> {
+        std::mem::take(&mut self.raw)
     }
 
     pub fn counters(&self) -> MatchCounters {
@@ -406,16 +429,17 @@ impl Matcher {
     /// the events) and reports flows that ended, idled or are due.
     pub fn advance(&mut self, now_ns: u64, out: &mut impl FnMut(FlowReport)) {
         let cfg = &self.cfg;
+        let raw = &mut self.raw;
         let mut gone = Vec::new();
         for (key, flow) in self.flows.iter_mut() {
-            resolve(flow, cfg, now_ns, false);
+            resolve(key, flow, cfg, now_ns, false, raw);
             trim(flow, cfg, now_ns);
             let ended = flow
                 .closed_ns
                 .is_some_and(|c| now_ns.saturating_sub(c) > cfg.hold_ns);
             let idle = now_ns.saturating_sub(flow.last_ns) > cfg.idle_ns;
             if ended || idle {
-                resolve(flow, cfg, now_ns, true);
+                resolve(key, flow, cfg, now_ns, true, raw);
                 let reason = if ended {
                     EndReason::End
                 } else {
@@ -447,7 +471,7 @@ impl Matcher {
         keys.sort();
         for k in keys {
             if let Some(mut flow) = self.flows.remove(&k) {
-                resolve(&mut flow, cfg, now_ns, true);
+                resolve(&k, &mut flow, cfg, now_ns, true, &mut self.raw);
                 out(report(&k, &flow, EndReason::Forced));
             }
         }
@@ -486,7 +510,14 @@ fn expected(flow: &Flow) -> Vec<usize> {
     v
 }
 
-fn resolve(flow: &mut Flow, cfg: &MatcherConfig, now_ns: u64, force: bool) {
+fn resolve(
+    key: &FlowKey,
+    flow: &mut Flow,
+    cfg: &MatcherConfig,
+    now_ns: u64,
+    force: bool,
+    raw: &mut Vec<RawSample>,
+) {
     let tracks = expected(flow);
     if tracks.is_empty() {
         return;
@@ -518,6 +549,13 @@ fn resolve(flow: &mut Flow, cfg: &MatcherConfig, now_ns: u64, force: bool) {
             continue;
         }
         flow.stats.complete += 1;
+        if cfg.raw_samples {
+            raw.push(RawSample {
+                key: *key,
+                pos,
+                times: times.clone(),
+            });
+        }
         for w in times.windows(2) {
             let ((la, ta), (lb, tb)) = (w[0], w[1]);
             if tb < ta {

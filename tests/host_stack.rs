@@ -1,0 +1,223 @@
+//! Stack-layer latency on a real kernel: two namespaces, real TCP, the
+//! kernel's default offloads (TSO/GSO on), `xdprobe host` as the probe.
+//!
+//! The independent reference is the application's own timing: the sender
+//! writes its send time into each message, the receiver notes when the
+//! read that completed the message returned. Both namespaces share one
+//! kernel clock, so that is the true end-to-end time (T8) of those bytes.
+//! Induced delays must land in their segment: a shaper on the sender's
+//! device queue in T3, a slow reader in T7.
+
+mod common;
+mod host_support;
+mod live_support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use host_support::{
+    HostProbe, Pair, Reader, SERVER_IP, SERVER_IP6, flow, loaded_host_programs, median, paired_t8,
+    raw_samples, seg, timed_messages,
+};
+use live_support::{require_root, topo::TempDir};
+use serde_json::Value;
+
+fn no_op(_: u32) {}
+
+/// Runs `count` timed messages through a probe started with `args`;
+/// returns the reports and the messages' own timings.
+fn run(
+    pair: &Pair,
+    dir: &TempDir,
+    server: SocketAddr,
+    args: &[&str],
+    count: u32,
+    size: usize,
+    gap: Duration,
+    reader: Reader,
+    before_each: &(dyn Fn(u32) + Sync),
+) -> (Vec<Value>, Vec<host_support::Timed>) {
+    let probe = HostProbe::start(&dir.0, args);
+    let timed = timed_messages(&pair.c, &pair.s, server, count, size, gap, reader, before_each);
+    assert_eq!(timed.len() as u32, count, "every message arrived");
+    // Let the last socket events reach the agent before it stops.
+    std::thread::sleep(Duration::from_millis(400));
+    (probe.stop(), timed)
+}
+
+/// The data flow's report (client → server:port); exactly one.
+fn data_flow(reports: &[Value], port: u16, src: &str) -> Value {
+    let f = flow(reports, port, src);
+    assert_eq!(f.len(), 1, "one report for the data flow: {reports:#?}");
+    f[0].clone()
+}
+
+fn check_t8_against_application(server: SocketAddr, src: &str, port: u16) {
+    let pair = Pair::new();
+    let dir = TempDir::new("host_t8");
+    let p = port.to_string();
+    let samples = dir.0.join("samples.jsonl");
+    let size = 1000;
+    let (reports, timed) = run(
+        &pair,
+        &dir,
+        server,
+        &["--port", &p, "--sample-bytes", "0", "--samples", samples.to_str().unwrap()],
+        200,
+        size,
+        Duration::from_millis(2),
+        Reader::Eager,
+        &no_op,
+    );
+    let r = data_flow(&reports, port, src);
+    let layers: Vec<&str> = r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        layers,
+        ["sock_tx", "tcp_tx", "ip_tx", "dev_tx", "dev_rx", "ip_rx", "tcp_rx", "sock_rx"],
+        "both ends on this kernel: every layer"
+    );
+    // Sender and receiver are told apart by namespace.
+    assert_eq!(r["sender"]["netns"], Pair::inode(&pair.c));
+    assert_eq!(r["receiver"]["netns"], Pair::inode(&pair.s));
+    assert_eq!(r["sender"]["pid"], std::process::id());
+
+    // Byte for byte: the probe's T8 of each message's last byte against
+    // the message's own send and read times. The application's clock
+    // reads sit outside the system calls the probe times from the inside,
+    // a few µs each way.
+    let raw = raw_samples(&samples, port);
+    let pairs = paired_t8(&raw, &timed, size);
+    assert!(pairs.len() >= 190, "the probe timed {} of 200 messages", pairs.len());
+    let diffs: Vec<i64> = pairs.iter().map(|&(a, p)| a as i64 - p as i64).collect();
+    let mut d = diffs.clone();
+    d.sort_unstable();
+    let med_diff = d[d.len() / 2] as f64 / 1000.0;
+    let app: Vec<u64> = pairs.iter().map(|p| p.0).collect();
+    let probe: Vec<u64> = pairs.iter().map(|p| p.1).collect();
+    let (app_p50, probe_p50) = (median(&app) as f64 / 1000.0, median(&probe) as f64 / 1000.0);
+    eprintln!(
+        "T8 p50: probe {probe_p50:.1} µs, application {app_p50:.1} µs; median per-message difference {med_diff:.1} µs over {} messages",
+        pairs.len()
+    );
+    let tol = (0.05 * app_p50).max(20.0);
+    assert!(
+        med_diff.abs() <= tol,
+        "per message, the application's T8 exceeds the probe's by a median {med_diff} µs (tolerance {tol})"
+    );
+    // The report says what the samples say.
+    let t8 = &r["t8"];
+    assert_eq!(t8["samples"].as_u64().unwrap(), raw.len() as u64);
+    let all: Vec<u64> = raw
+        .iter()
+        .filter_map(|(_, t)| {
+            let g = |n: &str| t.iter().find(|(l, _)| l == n).map(|x| x.1);
+            Some(g("sock_rx")? - g("sock_tx")?)
+        })
+        .collect();
+    let from_raw = median(&all) as f64 / 1000.0;
+    assert!((t8["p50_us"].as_f64().unwrap() - from_raw).abs() < 0.01);
+    // The segments add up to T8.
+    let names = ["T1", "T2", "T3", "T4", "T5", "T6", "T7"];
+    let sum: f64 = names.iter().map(|n| seg(&r, n, "mean_us")).sum();
+    let t8_mean = t8["mean_us"].as_f64().unwrap();
+    assert!(
+        (sum - t8_mean).abs() <= 0.05 * t8_mean,
+        "segment means add to {sum} µs, T8 mean {t8_mean} µs"
+    );
+}
+
+#[test]
+fn t8_agrees_with_the_applications_own_timing_ipv4() {
+    if !require_root("t8_agrees_with_the_applications_own_timing_ipv4") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let server: SocketAddr = format!("{SERVER_IP}:5301").parse().unwrap();
+    check_t8_against_application(server, "192.0.2.1", 5301);
+}
+
+#[test]
+fn t8_agrees_with_the_applications_own_timing_ipv6() {
+    if !require_root("t8_agrees_with_the_applications_own_timing_ipv6") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let server: SocketAddr = format!("[{SERVER_IP6}]:5302").parse().unwrap();
+    check_t8_against_application(server, "2001:db8::1", 5302);
+}
+
+#[test]
+fn a_slow_reader_grows_t7_and_nothing_else() {
+    if !require_root("a_slow_reader_grows_t7_and_nothing_else") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let pair = Pair::new();
+    let server: SocketAddr = format!("{SERVER_IP}:5303").parse().unwrap();
+    let args = ["--port", "5303", "--sample-bytes", "0"];
+    let gap = Duration::from_millis(12);
+    let d = TempDir::new("host_t7a");
+    let (fast, _) = run(&pair, &d, server, &args, 60, 1000, gap, Reader::Eager, &no_op);
+    let d = TempDir::new("host_t7b");
+    let sleep = Duration::from_millis(5);
+    let (slow, timed) = run(&pair, &d, server, &args, 60, 1000, gap, Reader::Lazy(sleep), &no_op);
+    let (fast, slow) = (data_flow(&fast, 5303, "192.0.2.1"), data_flow(&slow, 5303, "192.0.2.1"));
+    let grow = |n: &str| seg(&slow, n, "p50_us") - seg(&fast, n, "p50_us");
+    let t7 = grow("T7");
+    eprintln!("T7 p50 grew by {t7:.0} µs (reader sleeps {} µs)", sleep.as_micros());
+    let want = sleep.as_secs_f64() * 1e6;
+    assert!((t7 - want).abs() <= 0.1 * want, "T7 grew {t7} µs, expected ≈ {want}");
+    for n in ["T1", "T2", "T3", "T4", "T5", "T6"] {
+        let g = grow(n);
+        assert!(g.abs() < 50.0, "{n} moved by {g} µs");
+    }
+    // And the probe's T8 still matches the application's.
+    let reference: Vec<u64> = timed.iter().map(|t| t.t8_ns()).collect();
+    let ref_p50 = median(&reference) as f64 / 1000.0;
+    let p = slow["t8"]["p50_us"].as_f64().unwrap();
+    assert!((p - ref_p50).abs() <= (0.05 * ref_p50).max(20.0), "T8 {p} vs {ref_p50}");
+}
+
+#[test]
+fn a_missing_tracepoint_is_a_clear_error_and_leaves_nothing_attached() {
+    if !require_root("a_missing_tracepoint_is_a_clear_error_and_leaves_nothing_attached") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let before = loaded_host_programs();
+    let out = common::xdprobe()
+        .args(["host", "--duration", "1s"])
+        .args(["--hook", "dev_tx=tracepoint:net:net_dev_no_such_event"])
+        .output()
+        .expect("run xdprobe host");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "exit 2: {err}");
+    assert!(
+        err.contains("host.hooks.dev_tx") && err.contains("net:net_dev_no_such_event"),
+        "names the layer and the tracepoint: {err}"
+    );
+    assert_eq!(loaded_host_programs(), before, "nothing left loaded");
+}
+
+#[test]
+fn sigterm_detaches_every_program() {
+    if !require_root("sigterm_detaches_every_program") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let dir = TempDir::new("host_term");
+    let before = loaded_host_programs();
+    let p = HostProbe::start(&dir.0, &["--port", "5399"]);
+    let during = loaded_host_programs();
+    assert!(
+        during.len() >= before.len() + 8,
+        "the programs are loaded while it runs: {during:?}"
+    );
+    let _ = p.stop();
+    assert_eq!(loaded_host_programs(), before, "all detached and unloaded");
+}

@@ -38,7 +38,16 @@ fn run(
     before_each: &(dyn Fn(u32) + Sync),
 ) -> (Vec<Value>, Vec<host_support::Timed>) {
     let probe = HostProbe::start(&dir.0, args);
-    let timed = timed_messages(&pair.c, &pair.s, server, count, size, gap, reader, before_each);
+    let timed = timed_messages(
+        &pair.c,
+        &pair.s,
+        server,
+        count,
+        size,
+        gap,
+        reader,
+        before_each,
+    );
     assert_eq!(timed.len() as u32, count, "every message arrived");
     // Let the last socket events reach the agent before it stops.
     std::thread::sleep(Duration::from_millis(400));
@@ -62,7 +71,14 @@ fn check_t8_against_application(server: SocketAddr, src: &str, port: u16) {
         &pair,
         &dir,
         server,
-        &["--port", &p, "--sample-bytes", "0", "--samples", samples.to_str().unwrap()],
+        &[
+            "--port",
+            &p,
+            "--sample-bytes",
+            "0",
+            "--samples",
+            samples.to_str().unwrap(),
+        ],
         200,
         size,
         Duration::from_millis(2),
@@ -78,7 +94,9 @@ fn check_t8_against_application(server: SocketAddr, src: &str, port: u16) {
         .collect();
     assert_eq!(
         layers,
-        ["sock_tx", "tcp_tx", "ip_tx", "dev_tx", "dev_rx", "ip_rx", "tcp_rx", "sock_rx"],
+        [
+            "sock_tx", "tcp_tx", "ip_tx", "dev_tx", "dev_rx", "ip_rx", "tcp_rx", "sock_rx"
+        ],
         "both ends on this kernel: every layer"
     );
     // Sender and receiver are told apart by namespace.
@@ -92,7 +110,11 @@ fn check_t8_against_application(server: SocketAddr, src: &str, port: u16) {
     // a few µs each way.
     let raw = raw_samples(&samples, port);
     let pairs = paired_t8(&raw, &timed, size);
-    assert!(pairs.len() >= 190, "the probe timed {} of 200 messages", pairs.len());
+    assert!(
+        pairs.len() >= 190,
+        "the probe timed {} of 200 messages",
+        pairs.len()
+    );
     let diffs: Vec<i64> = pairs.iter().map(|&(a, p)| a as i64 - p as i64).collect();
     let mut d = diffs.clone();
     d.sort_unstable();
@@ -162,16 +184,45 @@ fn a_slow_reader_grows_t7_and_nothing_else() {
     let args = ["--port", "5303", "--sample-bytes", "0"];
     let gap = Duration::from_millis(12);
     let d = TempDir::new("host_t7a");
-    let (fast, _) = run(&pair, &d, server, &args, 60, 1000, gap, Reader::Eager, &no_op);
+    let (fast, _) = run(
+        &pair,
+        &d,
+        server,
+        &args,
+        60,
+        1000,
+        gap,
+        Reader::Eager,
+        &no_op,
+    );
     let d = TempDir::new("host_t7b");
     let sleep = Duration::from_millis(5);
-    let (slow, timed) = run(&pair, &d, server, &args, 60, 1000, gap, Reader::Lazy(sleep), &no_op);
-    let (fast, slow) = (data_flow(&fast, 5303, "192.0.2.1"), data_flow(&slow, 5303, "192.0.2.1"));
+    let (slow, timed) = run(
+        &pair,
+        &d,
+        server,
+        &args,
+        60,
+        1000,
+        gap,
+        Reader::Lazy(sleep),
+        &no_op,
+    );
+    let (fast, slow) = (
+        data_flow(&fast, 5303, "192.0.2.1"),
+        data_flow(&slow, 5303, "192.0.2.1"),
+    );
     let grow = |n: &str| seg(&slow, n, "p50_us") - seg(&fast, n, "p50_us");
     let t7 = grow("T7");
-    eprintln!("T7 p50 grew by {t7:.0} µs (reader sleeps {} µs)", sleep.as_micros());
+    eprintln!(
+        "T7 p50 grew by {t7:.0} µs (reader sleeps {} µs)",
+        sleep.as_micros()
+    );
     let want = sleep.as_secs_f64() * 1e6;
-    assert!((t7 - want).abs() <= 0.1 * want, "T7 grew {t7} µs, expected ≈ {want}");
+    assert!(
+        (t7 - want).abs() <= 0.1 * want,
+        "T7 grew {t7} µs, expected ≈ {want}"
+    );
     for n in ["T1", "T2", "T3", "T4", "T5", "T6"] {
         let g = grow(n);
         assert!(g.abs() < 50.0, "{n} moved by {g} µs");
@@ -180,7 +231,10 @@ fn a_slow_reader_grows_t7_and_nothing_else() {
     let reference: Vec<u64> = timed.iter().map(|t| t.t8_ns()).collect();
     let ref_p50 = median(&reference) as f64 / 1000.0;
     let p = slow["t8"]["p50_us"].as_f64().unwrap();
-    assert!((p - ref_p50).abs() <= (0.05 * ref_p50).max(20.0), "T8 {p} vs {ref_p50}");
+    assert!(
+        (p - ref_p50).abs() <= (0.05 * ref_p50).max(20.0),
+        "T8 {p} vs {ref_p50}"
+    );
 }
 
 #[test]
@@ -220,4 +274,174 @@ fn sigterm_detaches_every_program() {
     );
     let _ = p.stop();
     assert_eq!(loaded_host_programs(), before, "all detached and unloaded");
+}
+
+#[test]
+fn a_shaped_device_queue_grows_t3_by_the_queueing_delay() {
+    if !require_root("a_shaped_device_queue_grows_t3_by_the_queueing_delay") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let pair = Pair::new();
+    let server: SocketAddr = format!("{SERVER_IP}:5304").parse().unwrap();
+    let args = ["--port", "5304", "--sample-bytes", "0"];
+    let gap = Duration::from_millis(40);
+    let count = 30;
+    let d = TempDir::new("host_t3a");
+    let (plain, _) = run(
+        &pair,
+        &d,
+        server,
+        &args,
+        count,
+        1000,
+        gap,
+        Reader::Eager,
+        &no_op,
+    );
+
+    // A token bucket on the sender's device: 10 Mbit/s, one frame of
+    // burst. Before each message the client queues a burst of UDP frames
+    // there, so the message's segment waits behind them.
+    const RATE_BPS: f64 = 10e6;
+    const BUCKET: f64 = 1600.0;
+    const FRAMES: usize = 16;
+    const FRAME_WIRE: f64 = 1514.0; // 1472 B of UDP payload + UDP/IP/Ethernet headers
+    pair.c.exec(&[
+        "tc", "qdisc", "add", "dev", "c0", "root", "tbf", "rate", "10mbit", "burst", "1600",
+        "limit", "200000",
+    ]);
+    let burst = |_: u32| {
+        let u = std::net::UdpSocket::bind("192.0.2.1:0").expect("udp");
+        let payload = [0u8; 1472];
+        for _ in 0..FRAMES {
+            let _ = u.send_to(&payload, "192.0.2.2:9");
+        }
+    };
+    let d = TempDir::new("host_t3b");
+    let (shaped, _) = run(
+        &pair,
+        &d,
+        server,
+        &args,
+        count,
+        1000,
+        gap,
+        Reader::Eager,
+        &burst,
+    );
+    let (plain, shaped) = (
+        data_flow(&plain, 5304, "192.0.2.1"),
+        data_flow(&shaped, 5304, "192.0.2.1"),
+    );
+    // The message's own frame: 1000 B + TCP (with timestamps), IP, Ethernet.
+    let own = 1000.0 + 32.0 + 20.0 + 14.0;
+    let want_us = ((FRAMES as f64 * FRAME_WIRE + own - BUCKET) * 8.0 / RATE_BPS) * 1e6;
+    let grow = |n: &str| seg(&shaped, n, "p50_us") - seg(&plain, n, "p50_us");
+    let t3 = grow("T3");
+    eprintln!("T3 p50 grew by {t3:.0} µs; the queue ahead drains in {want_us:.0} µs");
+    assert!(
+        (t3 - want_us).abs() <= 0.1 * want_us,
+        "T3 grew {t3} µs, the queue ahead takes {want_us} µs"
+    );
+    for n in ["T1", "T2", "T4", "T5", "T6", "T7"] {
+        let g = grow(n);
+        assert!(g.abs() < 100.0, "{n} moved by {g} µs");
+    }
+}
+
+/// The kernel's event count from a probe's `--stats` output.
+fn kernel_events(stderr: &str) -> u64 {
+    stderr
+        .split("events: ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no kernel event count in {stderr}"))
+}
+
+#[test]
+fn sampling_times_one_byte_in_n_and_keeps_the_percentiles() {
+    if !require_root("sampling_times_one_byte_in_n_and_keeps_the_percentiles") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let pair = Pair::new();
+    let server: SocketAddr = format!("{SERVER_IP}:5305").parse().unwrap();
+    // One MSS per message: every byte of a message travels in the same
+    // segment, so timing its last byte (no sampling) or a grid byte
+    // (sampling) measures the same thing, and the percentiles must agree.
+    let (count, size) = (2000u32, 1448usize);
+    const N: u64 = 14_480;
+    // Two probes on the same traffic: one times every send and read, one
+    // samples, so the percentiles compare like with like.
+    let d_all = TempDir::new("host_samp_all");
+    let d_grid = TempDir::new("host_samp_grid");
+    let n = N.to_string();
+    let all = HostProbe::start(
+        &d_all.0,
+        &["--port", "5305", "--sample-bytes", "0", "--stats"],
+    );
+    let grid = HostProbe::start(
+        &d_grid.0,
+        &["--port", "5305", "--sample-bytes", &n, "--stats"],
+    );
+    let timed = timed_messages(
+        &pair.c,
+        &pair.s,
+        server,
+        count,
+        size,
+        Duration::from_millis(1),
+        Reader::Eager,
+        &no_op,
+    );
+    assert_eq!(timed.len() as u32, count);
+    std::thread::sleep(Duration::from_millis(400));
+    let (all, all_err) = all.stop_with_stderr();
+    let (grid, grid_err) = grid.stop_with_stderr();
+    let (all, grid) = (
+        data_flow(&all, 5305, "192.0.2.1"),
+        data_flow(&grid, 5305, "192.0.2.1"),
+    );
+    let bytes = u64::from(count) * size as u64;
+    let expect = bytes / N;
+    let (got_all, got) = (
+        all["complete"].as_u64().unwrap(),
+        grid["complete"].as_u64().unwrap(),
+    );
+    let (ev_all, ev_grid) = (kernel_events(&all_err), kernel_events(&grid_err));
+    eprintln!(
+        "samples: {got_all} unsampled, {got} sampled (grid bytes in the stream: {expect}); kernel events {ev_all} vs {ev_grid}"
+    );
+    assert!(
+        got + 3 >= expect && got <= expect + 1,
+        "one sample per {N} bytes: {got}, expected {expect}"
+    );
+    assert!(got_all >= u64::from(count) * 95 / 100, "{got_all}");
+    // Fewer records by the grid's factor (N / message size), in the kernel
+    // already: the ring buffer carries only what holds a grid byte.
+    let factor = N as f64 / size as f64;
+    let ratio = ev_all as f64 / ev_grid as f64;
+    assert!(
+        (ratio - factor).abs() <= 0.2 * factor,
+        "kernel events fell by {ratio:.1}, the grid's factor is {factor:.1}"
+    );
+    for n in ["T1", "T2", "T3", "T4", "T5", "T6", "T7"] {
+        let (a, g) = (seg(&all, n, "p50_us"), seg(&grid, n, "p50_us"));
+        eprintln!("{n} p50: all {a:.1} µs, sampled {g:.1} µs");
+        assert!(
+            (a - g).abs() <= (0.15 * a).max(5.0),
+            "{n} p50 {g} µs sampled vs {a} µs unsampled"
+        );
+    }
+    let (a, g) = (
+        all["t8"]["p50_us"].as_f64().unwrap(),
+        grid["t8"]["p50_us"].as_f64().unwrap(),
+    );
+    eprintln!("T8 p50: all {a:.1} µs, sampled {g:.1} µs");
+    assert!(
+        (a - g).abs() <= (0.15 * a).max(5.0),
+        "T8 p50 {g} sampled vs {a}"
+    );
 }

@@ -59,9 +59,21 @@ impl Pair {
             (&s, "s0", SERVER_IP, SERVER_IP6),
         ] {
             ns.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=0"]);
-            ns.exec(&["sysctl", "-qw", &format!("net.ipv6.conf.{dev}.disable_ipv6=0")]);
+            ns.exec(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{dev}.disable_ipv6=0"),
+            ]);
             ns.exec(&["ip", "addr", "add", &format!("{v4}/24"), "dev", dev]);
-            ns.exec(&["ip", "addr", "add", &format!("{v6}/64"), "dev", dev, "nodad"]);
+            ns.exec(&[
+                "ip",
+                "addr",
+                "add",
+                &format!("{v6}/64"),
+                "dev",
+                dev,
+                "nodad",
+            ]);
             ns.exec(&["ip", "link", "set", dev, "up"]);
         }
         let cmac = c.mac("c0");
@@ -72,7 +84,18 @@ impl Pair {
             (&s, "s0", CLIENT_IP, &cmac),
             (&s, "s0", CLIENT_IP6, &cmac),
         ] {
-            ns.exec(&["ip", "neigh", "replace", ip, "lladdr", mac, "dev", dev, "nud", "permanent"]);
+            ns.exec(&[
+                "ip",
+                "neigh",
+                "replace",
+                ip,
+                "lladdr",
+                mac,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ]);
         }
         Pair { c, s }
     }
@@ -131,17 +154,23 @@ impl HostProbe {
     }
 
     /// SIGTERM, wait, and the reports it wrote.
-    pub fn stop(mut self) -> Vec<Value> {
+    pub fn stop(self) -> Vec<Value> {
+        self.stop_with_stderr().0
+    }
+
+    /// As [`HostProbe::stop`], with what it printed on stderr.
+    pub fn stop_with_stderr(mut self) -> (Vec<Value>, String) {
         let mut child = self.child.take().expect("running");
         signal(child.id(), libc::SIGTERM);
         let st = child.wait().expect("wait xdprobe host");
         let err = std::fs::read_to_string(&self.stderr).unwrap_or_default();
         assert!(st.success(), "xdprobe host failed ({st}): {err}");
-        std::fs::read_to_string(&self.json)
+        let reports = std::fs::read_to_string(&self.json)
             .expect("json output")
             .lines()
             .map(|l| serde_json::from_str(l).expect("a JSON line"))
-            .collect()
+            .collect();
+        (reports, err)
     }
 
     pub fn stderr(&self) -> String {
@@ -239,11 +268,13 @@ pub fn timed_messages(
             }
             out
         });
-        rx.recv_timeout(Duration::from_secs(10)).expect("server ready");
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("server ready");
         sc.spawn(|| {
             c.enter_current_thread();
             realtime();
-            let mut conn = TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect");
+            let mut conn =
+                TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect");
             conn.set_nodelay(true).ok();
             let mut msg = vec![0x5au8; size];
             for i in 0..count {

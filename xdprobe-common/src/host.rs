@@ -202,7 +202,11 @@ pub struct StackSettings {
     pub n_ports: u32,
     pub n_netns: u32,
     pub n_tgids: u32,
-    pub _pad: u32,
+    /// Wake the reader only once this many bytes wait in the ring buffer.
+    /// Waking it for every event costs an inter-processor interrupt —
+    /// tens of µs in a VM — inside the very path being timed; the reader
+    /// polls on its own timer instead.
+    pub wakeup_bytes: u32,
     pub ports: [u16; STACK_MAX_PORTS],
     pub netns: [u32; STACK_MAX_NETNS],
     pub tgids: [u32; STACK_MAX_TGIDS],
@@ -217,7 +221,7 @@ impl StackSettings {
         n_ports: 0,
         n_netns: 0,
         n_tgids: 0,
-        _pad: 0,
+        wakeup_bytes: 0,
         ports: [0; STACK_MAX_PORTS],
         netns: [0; STACK_MAX_NETNS],
         tgids: [0; STACK_MAX_TGIDS],

@@ -17,6 +17,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 use aya_ebpf::{
+    bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
     maps::{LruHashMap, PerCpuArray, RingBuf},
@@ -164,7 +165,12 @@ fn output(ev: &StackEvent) {
         count(Count::Filtered);
         return;
     }
-    match STACK_EVENTS.output::<StackEvent>(ev, 0) {
+    let flags = if STACK_EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= u64::from(setting!(wakeup_bytes)) {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    };
+    match STACK_EVENTS.output::<StackEvent>(ev, u64::from(flags)) {
         Ok(()) => count(Count::Events),
         Err(_) => count(Count::RingbufFull),
     }

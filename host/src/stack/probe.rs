@@ -354,12 +354,13 @@ impl StackProbe {
             return Err(ProbeError::NotBuilt);
         }
         let mut layers = resolve(kernel, opts)?;
-        let settings = settings(kernel, &layers, opts)?;
         let ring = if opts.ring_bytes == 0 {
             4 << 20
         } else {
             opts.ring_bytes
         };
+        let mut settings = settings(kernel, &layers, opts)?;
+        settings.wakeup_bytes = ring / 4;
         let mut ebpf = EbpfLoader::new()
             .override_global(names::STACK_SETTINGS, &settings, true)
             .map_max_entries(names::STACK_EVENTS, ring)

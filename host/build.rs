@@ -8,7 +8,7 @@
 
 use std::{env, fs, path::PathBuf};
 
-const OBJECTS: &[&str] = &["stacklat"];
+const OBJECTS: &[&str] = &["stacklat", "connlat"];
 
 fn main() -> aya_build::Result<()> {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);

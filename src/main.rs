@@ -33,6 +33,9 @@ enum Command {
     /// Where inside this host's kernel each TCP flow's time goes (T1…T8),
     /// for a duration or until Ctrl-C (root).
     Host(cmd::host::HostArgs),
+    /// Latency of every outgoing TCP connection, with the process that made
+    /// it (root).
+    Connlat(cmd::connlat::ConnlatArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a),
         Command::CheckConfig(a) => cmd::check_config::run(a),
         Command::Host(a) => cmd::host::run(a),
+        Command::Connlat(a) => cmd::connlat::run(a),
     };
     match result {
         Ok(code) => code,

@@ -16,8 +16,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use host_support::{
-    HostProbe, Pair, Reader, SERVER_IP, SERVER_IP6, flow, loaded_host_programs, median, paired_t8,
-    raw_samples, seg, timed_messages,
+    HostProbe, Messages, Pair, Reader, SERVER_IP, SERVER_IP6, flow, loaded_host_programs, median,
+    paired_t8, raw_samples, seg, timed_messages,
 };
 use live_support::{require_root, topo::TempDir};
 use serde_json::Value;
@@ -31,24 +31,12 @@ fn run(
     dir: &TempDir,
     server: SocketAddr,
     args: &[&str],
-    count: u32,
-    size: usize,
-    gap: Duration,
-    reader: Reader,
+    m: &Messages,
     before_each: &(dyn Fn(u32) + Sync),
 ) -> (Vec<Value>, Vec<host_support::Timed>) {
     let probe = HostProbe::start(&dir.0, args);
-    let timed = timed_messages(
-        &pair.c,
-        &pair.s,
-        server,
-        count,
-        size,
-        gap,
-        reader,
-        before_each,
-    );
-    assert_eq!(timed.len() as u32, count, "every message arrived");
+    let timed = timed_messages(&pair.c, &pair.s, server, m, before_each);
+    assert_eq!(timed.len() as u32, m.count, "every message arrived");
     // Let the last socket events reach the agent before it stops.
     std::thread::sleep(Duration::from_millis(400));
     (probe.stop(), timed)
@@ -79,10 +67,12 @@ fn check_t8_against_application(server: SocketAddr, src: &str, port: u16) {
             "--samples",
             samples.to_str().unwrap(),
         ],
-        200,
-        size,
-        Duration::from_millis(2),
-        Reader::Eager,
+        &Messages {
+            count: 200,
+            size,
+            gap: Duration::from_millis(2),
+            reader: Reader::Eager,
+        },
         &no_op,
     );
     let r = data_flow(&reports, port, src);
@@ -189,10 +179,12 @@ fn a_slow_reader_grows_t7_and_nothing_else() {
         &d,
         server,
         &args,
-        60,
-        1000,
-        gap,
-        Reader::Eager,
+        &Messages {
+            count: 60,
+            size: 1000,
+            gap,
+            reader: Reader::Eager,
+        },
         &no_op,
     );
     let d = TempDir::new("host_t7b");
@@ -202,10 +194,12 @@ fn a_slow_reader_grows_t7_and_nothing_else() {
         &d,
         server,
         &args,
-        60,
-        1000,
-        gap,
-        Reader::Lazy(sleep),
+        &Messages {
+            count: 60,
+            size: 1000,
+            gap,
+            reader: Reader::Lazy(sleep),
+        },
         &no_op,
     );
     let (fast, slow) = (
@@ -293,10 +287,12 @@ fn a_shaped_device_queue_grows_t3_by_the_queueing_delay() {
         &d,
         server,
         &args,
-        count,
-        1000,
-        gap,
-        Reader::Eager,
+        &Messages {
+            count,
+            size: 1000,
+            gap,
+            reader: Reader::Eager,
+        },
         &no_op,
     );
 
@@ -324,10 +320,12 @@ fn a_shaped_device_queue_grows_t3_by_the_queueing_delay() {
         &d,
         server,
         &args,
-        count,
-        1000,
-        gap,
-        Reader::Eager,
+        &Messages {
+            count,
+            size: 1000,
+            gap,
+            reader: Reader::Eager,
+        },
         &burst,
     );
     let (plain, shaped) = (
@@ -386,16 +384,13 @@ fn sampling_times_one_byte_in_n_and_keeps_the_percentiles() {
         &d_grid.0,
         &["--port", "5305", "--sample-bytes", &n, "--stats"],
     );
-    let timed = timed_messages(
-        &pair.c,
-        &pair.s,
-        server,
+    let m = Messages {
         count,
         size,
-        Duration::from_millis(1),
-        Reader::Eager,
-        &no_op,
-    );
+        gap: Duration::from_millis(1),
+        reader: Reader::Eager,
+    };
+    let timed = timed_messages(&pair.c, &pair.s, server, &m, &no_op);
     assert_eq!(timed.len() as u32, count);
     std::thread::sleep(Duration::from_millis(400));
     let (all, all_err) = all.stop_with_stderr();

@@ -10,6 +10,8 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 use aya_ebpf::helpers::{bpf_probe_read_kernel, bpf_probe_read_kernel_buf};
+use aya_ebpf::programs::TracePointContext;
+use xdprobe_common::host::TpOffsets;
 
 pub const AF_INET: u16 = 2;
 pub const AF_INET6: u16 = 10;
@@ -133,4 +135,61 @@ pub fn holds_sample(seq: u32, end: u32, every: u32) -> bool {
     let r = seq % every;
     let to_first = if r == 0 { 0 } else { every - r };
     to_first < end.wrapping_sub(seq)
+}
+
+/// Reads a `u64` field of a tracepoint record at an offset from tracefs.
+#[inline(always)]
+pub fn tp_u64(ctx: &TracePointContext, off: u32) -> u64 {
+    // SAFETY: reads the tracepoint record at an offset taken from the
+    // event's tracefs format; the helper fails cleanly.
+    unsafe { ctx.read_at::<u64>(off as usize) }.unwrap_or(0)
+}
+
+#[inline(always)]
+pub fn tp_i32(ctx: &TracePointContext, off: u32) -> i32 {
+    // SAFETY: as in `tp_u64`.
+    unsafe { ctx.read_at::<i32>(off as usize) }.unwrap_or(0)
+}
+
+#[inline(always)]
+pub fn tp_u16(ctx: &TracePointContext, off: u32) -> u16 {
+    // SAFETY: as in `tp_u64`.
+    unsafe { ctx.read_at::<u16>(off as usize) }.unwrap_or(0)
+}
+
+/// A connection's identity as an `inet_sock_set_state` record gives it
+/// (local end first): family, addresses (IPv4 in the first four bytes),
+/// ports in host order. Read from the record, not the socket: by CLOSE
+/// the socket may have given its port back.
+pub struct StateIdentity {
+    pub family: u8,
+    pub saddr: [u8; 16],
+    pub daddr: [u8; 16],
+    pub sport: u16,
+    pub dport: u16,
+}
+
+#[inline(always)]
+pub fn state_identity(ctx: &TracePointContext, tp: &TpOffsets) -> Option<StateIdentity> {
+    let family = tp_u16(ctx, tp.state_family);
+    let mut id = StateIdentity {
+        family: family as u8,
+        saddr: [0; 16],
+        daddr: [0; 16],
+        sport: tp_u16(ctx, tp.state_sport),
+        dport: tp_u16(ctx, tp.state_dport),
+    };
+    // SAFETY: record reads at tracefs offsets; the helper fails cleanly.
+    unsafe {
+        if family == AF_INET {
+            id.saddr[..4].copy_from_slice(&ctx.read_at::<[u8; 4]>(tp.state_saddr as usize).ok()?);
+            id.daddr[..4].copy_from_slice(&ctx.read_at::<[u8; 4]>(tp.state_daddr as usize).ok()?);
+        } else if family == AF_INET6 {
+            id.saddr = ctx.read_at::<[u8; 16]>(tp.state_saddr_v6 as usize).ok()?;
+            id.daddr = ctx.read_at::<[u8; 16]>(tp.state_daddr_v6 as usize).ok()?;
+        } else {
+            return None;
+        }
+    }
+    Some(id)
 }

@@ -3,3 +3,6 @@
 
 /// Stack-layer latency programs (`host-prog/src/bin/stacklat.rs`).
 pub static STACKLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stacklat"));
+
+/// Connect-latency program (`host-prog/src/bin/connlat.rs`).
+pub static CONNLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/connlat"));

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod check_config;
+pub mod connlat;
 pub mod demo;
 pub mod host;
 pub mod pcap;

@@ -215,20 +215,35 @@ impl Timed {
 /// Message layout: send time (u64), index (u32), length (u32), then filler.
 pub const HEADER: usize = 16;
 
-/// The client in `c` sends `count` messages of `size` bytes to `server`,
-/// one every `gap`, each carrying its own send time; the server in `s`
-/// reads them as `reader` says and records when it read each. Returns the
-/// messages' timings, parsed by the receiver from the stream itself.
+/// What the timed application sends.
+#[derive(Clone, Copy, Debug)]
+pub struct Messages {
+    pub count: u32,
+    /// Bytes per message (at least [`HEADER`]).
+    pub size: usize,
+    /// Pause after each message.
+    pub gap: Duration,
+    pub reader: Reader,
+}
+
+/// The client in `c` sends `m.count` messages of `m.size` bytes to
+/// `server`, one every `m.gap`, each carrying its own send time; the server
+/// in `s` reads them as `m.reader` says and records when it read each.
+/// `before_each(i)` runs in the client (its namespace) before message `i`.
+/// Returns the messages' timings, parsed by the receiver from the stream.
 pub fn timed_messages(
     c: &NetNs,
     s: &NetNs,
     server: SocketAddr,
-    count: u32,
-    size: usize,
-    gap: Duration,
-    reader: Reader,
+    m: &Messages,
     before_each: &(dyn Fn(u32) + Sync),
 ) -> Vec<Timed> {
+    let Messages {
+        count,
+        size,
+        gap,
+        reader,
+    } = *m;
     assert!(size >= HEADER);
     let (tx, rx) = mpsc::channel();
     std::thread::scope(|sc| {
@@ -319,7 +334,7 @@ fn wait_readable(s: &TcpStream) {
 pub fn median(v: &[u64]) -> u64 {
     let mut s = v.to_vec();
     s.sort_unstable();
-    s[(s.len() + 1) / 2 - 1]
+    s[s.len().div_ceil(2) - 1]
 }
 
 /// The report of the flow `src:sport → dst:dport` (any sport when 0).
@@ -368,7 +383,7 @@ pub fn paired_t8(
 ) -> Vec<(u64, u64)> {
     let t8 = |times: &[(String, u64)]| {
         let get = |n: &str| times.iter().find(|(l, _)| l == n).map(|(_, t)| *t);
-        Some(get("sock_rx")?.checked_sub(get("sock_tx")?)?)
+        get("sock_rx")?.checked_sub(get("sock_tx")?)
     };
     let Some(first) = samples.iter().map(|s| s.0).min() else {
         return Vec::new();

@@ -147,6 +147,14 @@ mod pod {
     unsafe impl aya::Pod for super::host::StackEvent {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::host::TcpPending {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::ConnSettings {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::ConnStart {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::ConnEvent {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::ConnCounters {}
 }
 
 const _: () = assert!(core::mem::size_of::<XdpCounters>() == 6 * 8);

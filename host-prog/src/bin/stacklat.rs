@@ -23,7 +23,10 @@ use aya_ebpf::{
     maps::{LruHashMap, PerCpuArray, RingBuf},
     programs::{BtfTracePointContext, RawTracePointContext, TracePointContext},
 };
-use host_prog::{AF_INET, AF_INET6, ETH_P_IP, ETH_P_IPV6, Segment, holds_sample, parse_tcp, rd};
+use host_prog::{
+    AF_INET, AF_INET6, ETH_P_IP, ETH_P_IPV6, Segment, holds_sample, parse_tcp, rd, state_identity,
+    tp_i32, tp_u16, tp_u64,
+};
 use xdprobe_common::host::{
     STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID, STACK_MAX_NETNS, STACK_MAX_PORTS,
     STACK_MAX_TGIDS, StackCounters, StackEvent, StackSettings, TcpPending, layer,
@@ -165,7 +168,8 @@ fn output(ev: &StackEvent) {
         count(Count::Filtered);
         return;
     }
-    let flags = if STACK_EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= u64::from(setting!(wakeup_bytes)) {
+    let flags = if STACK_EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= u64::from(setting!(wakeup_bytes))
+    {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
@@ -315,25 +319,6 @@ fn rx_skb(layer: u8, skb: u64) {
     if let Some(s) = parse_tcp(data, len) {
         emit_skb(layer, skb, &s, ts);
     }
-}
-
-#[inline(always)]
-fn tp_u64(ctx: &TracePointContext, off: u32) -> u64 {
-    // SAFETY: reads the tracepoint record at an offset taken from the
-    // event's tracefs format; the helper fails cleanly.
-    unsafe { ctx.read_at::<u64>(off as usize) }.unwrap_or(0)
-}
-
-#[inline(always)]
-fn tp_i32(ctx: &TracePointContext, off: u32) -> i32 {
-    // SAFETY: as in `tp_u64`.
-    unsafe { ctx.read_at::<i32>(off as usize) }.unwrap_or(0)
-}
-
-#[inline(always)]
-fn tp_u16(ctx: &TracePointContext, off: u32) -> u16 {
-    // SAFETY: as in `tp_u64`.
-    unsafe { ctx.read_at::<u16>(off as usize) }.unwrap_or(0)
 }
 
 // ---- sender -------------------------------------------------------------
@@ -570,36 +555,12 @@ pub fn stack_set_state(ctx: TracePointContext) -> u32 {
         layer: layer::CLOSE,
         ..StackEvent::default()
     };
-    if state_identity(&ctx, &tp, &mut ev).is_some() {
+    if let Some(id) = state_identity(&ctx, &tp) {
+        (ev.family, ev.saddr, ev.daddr, ev.sport, ev.dport) =
+            (id.family, id.saddr, id.daddr, id.sport, id.dport);
         output(&ev);
     }
     0
-}
-
-/// Family, addresses and ports of an `inet_sock_set_state` record.
-#[inline(always)]
-fn state_identity(
-    ctx: &TracePointContext,
-    tp: &xdprobe_common::host::TpOffsets,
-    ev: &mut StackEvent,
-) -> Option<()> {
-    let family = tp_u16(ctx, tp.state_family);
-    // SAFETY: record reads at tracefs offsets; the helper fails cleanly.
-    unsafe {
-        if family == AF_INET {
-            ev.saddr[..4].copy_from_slice(&ctx.read_at::<[u8; 4]>(tp.state_saddr as usize).ok()?);
-            ev.daddr[..4].copy_from_slice(&ctx.read_at::<[u8; 4]>(tp.state_daddr as usize).ok()?);
-        } else if family == AF_INET6 {
-            ev.saddr = ctx.read_at::<[u8; 16]>(tp.state_saddr_v6 as usize).ok()?;
-            ev.daddr = ctx.read_at::<[u8; 16]>(tp.state_daddr_v6 as usize).ok()?;
-        } else {
-            return None;
-        }
-    }
-    ev.family = family as u8;
-    ev.sport = tp_u16(ctx, tp.state_sport);
-    ev.dport = tp_u16(ctx, tp.state_dport);
-    Some(())
 }
 
 #[cfg(not(test))]

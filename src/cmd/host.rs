@@ -41,6 +41,14 @@ pub struct HostArgs {
     /// Only sockets of this process (repeatable, at most 8).
     #[arg(long = "pid")]
     pub pids: Vec<u32>,
+    /// Only sockets of processes in this cgroup (v2 path, e.g.
+    /// /sys/fs/cgroup/system.slice/nginx.service; repeatable, at most 8).
+    #[arg(long = "cgroup")]
+    pub cgroups: Vec<PathBuf>,
+    /// Count at most one timed byte per flow per this interval (e.g. 10ms),
+    /// on top of the byte grid.
+    #[arg(long, value_parser = parse_duration)]
+    pub sample_interval: Option<Duration>,
     /// Use this hook for a layer instead of the default, e.g.
     /// `dev_tx=tracepoint:net:net_dev_xmit` (repeatable; a layer given
     /// several times takes them in order).
@@ -88,6 +96,19 @@ fn netns_inode(s: &str) -> anyhow::Result<u32> {
     u32::try_from(m.ino()).with_context(|| format!("--netns {s}: inode out of range"))
 }
 
+/// A cgroup v2 directory → its ID (the directory's inode number, which is
+/// what `bpf_get_current_cgroup_id` returns).
+fn cgroup_id(p: &std::path::Path) -> anyhow::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).with_context(|| format!("--cgroup {}", p.display()))?;
+    anyhow::ensure!(
+        m.is_dir(),
+        "--cgroup {}: not a cgroup directory",
+        p.display()
+    );
+    Ok(m.ino())
+}
+
 fn options(a: &HostArgs) -> anyhow::Result<StackOptions> {
     let mut hooks: BTreeMap<Layer, Vec<Hook>> = BTreeMap::new();
     for h in &a.hooks {
@@ -115,6 +136,11 @@ fn options(a: &HostArgs) -> anyhow::Result<StackOptions> {
             .map(|n| netns_inode(n))
             .collect::<anyhow::Result<_>>()?,
         tgids: a.pids.clone(),
+        cgroups: a
+            .cgroups
+            .iter()
+            .map(|p| cgroup_id(p))
+            .collect::<anyhow::Result<_>>()?,
         ring_bytes: 0,
     })
 }
@@ -160,6 +186,8 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
         report_ns: a.interval.map_or(0, |d| d.as_nanos() as u64),
         attached,
         raw_samples: a.samples.is_some(),
+        min_interval_ns: a.sample_interval.map_or(0, |d| d.as_nanos() as u64),
+        require_socket: !opts.tgids.is_empty() || !opts.cgroups.is_empty(),
         ..MatcherConfig::default()
     });
     let mut samples = match &a.samples {

@@ -181,11 +181,15 @@ pub const STACK_FILTER_NETNS: u32 = 1 << 1;
 /// Only socket-layer events of processes `tgids[..n_tgids]` (the other
 /// layers are scoped in user space by the flows those sockets own).
 pub const STACK_FILTER_TGID: u32 = 1 << 2;
+/// Only socket-layer events of processes in the cgroups (v2 IDs)
+/// `cgroups[..n_cgroups]`; scoped like `STACK_FILTER_TGID`.
+pub const STACK_FILTER_CGROUP: u32 = 1 << 3;
 
 /// Capacity of the in-kernel filter lists.
 pub const STACK_MAX_PORTS: usize = 16;
 pub const STACK_MAX_NETNS: usize = 8;
 pub const STACK_MAX_TGIDS: usize = 8;
+pub const STACK_MAX_CGROUPS: usize = 8;
 
 /// Read-only settings of the stack-latency programs.
 #[repr(C)]
@@ -210,6 +214,8 @@ pub struct StackSettings {
     pub ports: [u16; STACK_MAX_PORTS],
     pub netns: [u32; STACK_MAX_NETNS],
     pub tgids: [u32; STACK_MAX_TGIDS],
+    pub n_cgroups: u32,
+    pub cgroups: [u64; STACK_MAX_CGROUPS],
 }
 
 impl StackSettings {
@@ -225,6 +231,8 @@ impl StackSettings {
         ports: [0; STACK_MAX_PORTS],
         netns: [0; STACK_MAX_NETNS],
         tgids: [0; STACK_MAX_TGIDS],
+        n_cgroups: 0,
+        cgroups: [0; STACK_MAX_CGROUPS],
     };
 }
 
@@ -481,4 +489,5 @@ const _: () = assert!(core::mem::size_of::<TcpPending>() == 16);
 const _: () = assert!(core::mem::size_of::<ConnEvent>() == 8 + 8 + 4 + 4 + 16 + 32 + 8);
 const _: () = assert!(core::mem::size_of::<ConnStart>() == 32);
 const _: () = assert!(core::mem::size_of::<ConnSettings>() == 27 * 4 + 4 + 8 + 4 + 4 + 32);
-const _: () = assert!(core::mem::size_of::<StackSettings>() == 96 + 27 * 4 + 24 + 32 + 32 + 32);
+const _: () =
+    assert!(core::mem::size_of::<StackSettings>() == 96 + 27 * 4 + 24 + 32 + 32 + 32 + 4 + 64);

@@ -18,7 +18,7 @@
 
 use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
     maps::{LruHashMap, PerCpuArray, RingBuf},
     programs::{BtfTracePointContext, RawTracePointContext, TracePointContext},
@@ -28,8 +28,8 @@ use host_prog::{
     tp_i32, tp_u16, tp_u64,
 };
 use xdprobe_common::host::{
-    STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID, STACK_MAX_NETNS, STACK_MAX_PORTS,
-    STACK_MAX_TGIDS, StackCounters, StackEvent, StackSettings, TcpPending, layer,
+    STACK_FILTER_CGROUP, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID, STACK_MAX_CGROUPS,
+    STACK_MAX_NETNS, STACK_MAX_PORTS, STACK_MAX_TGIDS, StackCounters, StackEvent, StackSettings, TcpPending, layer,
 };
 
 #[unsafe(link_section = "license")]
@@ -145,21 +145,42 @@ fn netns_ok(netns: u32) -> bool {
     false
 }
 
+/// Process scope of a socket-layer event (process context): the thread
+/// group and the cgroup of the current task.
 #[inline(always)]
 fn tgid_ok(tgid: u32) -> bool {
-    if setting!(flags) & STACK_FILTER_TGID == 0 {
-        return true;
-    }
-    let n = setting!(n_tgids) as usize;
-    for i in 0..STACK_MAX_TGIDS {
-        if i >= n {
-            break;
+    let flags = setting!(flags);
+    if flags & STACK_FILTER_TGID != 0 {
+        let n = setting!(n_tgids) as usize;
+        let mut hit = false;
+        for i in 0..STACK_MAX_TGIDS {
+            if i >= n {
+                break;
+            }
+            if setting!(tgids[i]) == tgid {
+                hit = true;
+                break;
+            }
         }
-        if setting!(tgids[i]) == tgid {
-            return true;
+        if !hit {
+            return false;
         }
     }
-    false
+    if flags & STACK_FILTER_CGROUP != 0 {
+        // SAFETY: helper without arguments (cgroup v2 ID of the current task).
+        let cg = unsafe { bpf_get_current_cgroup_id() };
+        let n = setting!(n_cgroups) as usize;
+        for i in 0..STACK_MAX_CGROUPS {
+            if i >= n {
+                break;
+            }
+            if setting!(cgroups[i]) == cg {
+                return true;
+            }
+        }
+        return false;
+    }
+    true
 }
 
 #[inline(always)]
@@ -389,6 +410,9 @@ pub fn stack_send_length(ctx: TracePointContext) -> u32 {
 /// now, so the time is renewed.
 #[inline(always)]
 fn tcp_sendmsg(sk: u64) {
+    if !tgid_ok((bpf_get_current_pid_tgid() >> 32) as u32) {
+        return;
+    }
     let t = now();
     let Some(ws) = rd::<u32>(sk, setting!(off.tp_write_seq)) else {
         count(Count::ReadFailed);

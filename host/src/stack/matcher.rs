@@ -100,6 +100,13 @@ pub struct MatcherConfig {
     /// Keep every timed anchor for [`Matcher::take_samples`] (the raw
     /// samples file).
     pub raw_samples: bool,
+    /// Count at most one timed byte per flow per this interval (0: all):
+    /// the time-based half of sampling, bounding the records a fast flow
+    /// makes. The byte grid bounds the kernel's work; this bounds ours.
+    pub min_interval_ns: u64,
+    /// Only flows whose socket layer was seen (the probe scopes by process
+    /// or cgroup, which only socket-layer events carry).
+    pub require_socket: bool,
 }
 
 impl Default for MatcherConfig {
@@ -115,6 +122,8 @@ impl Default for MatcherConfig {
             keep_samples: crate::stack::stats::DEFAULT_KEEP,
             attached: Layer::ALL.to_vec(),
             raw_samples: false,
+            min_interval_ns: 0,
+            require_socket: false,
         }
     }
 }
@@ -176,6 +185,10 @@ struct FlowStats {
     complete: u64,
     incomplete: u64,
     negative: u64,
+    /// Timed bytes left out by the time-based sampling.
+    thinned: u64,
+    /// First layer's time of the last byte counted.
+    last_counted_ns: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -249,6 +262,8 @@ pub struct FlowReport {
     pub incomplete: u64,
     /// Observations skipped as retransmitted or out of order.
     pub skipped: u64,
+    /// Timed bytes left out by the time-based sampling.
+    pub thinned: u64,
 }
 
 /// One timed anchor: the byte, and when each layer passed it.
@@ -451,7 +466,7 @@ impl Matcher {
                 && now_ns.saturating_sub(flow.report_start_ns) >= cfg.report_ns
             {
                 let r = report(key, flow, EndReason::Active);
-                if r.complete > 0 || r.incomplete > 0 {
+                if (r.complete > 0 || r.incomplete > 0) && in_scope(flow, cfg) {
                     out(r);
                 }
                 flow.stats = FlowStats::default();
@@ -472,10 +487,22 @@ impl Matcher {
         for k in keys {
             if let Some(mut flow) = self.flows.remove(&k) {
                 resolve(&k, &mut flow, cfg, now_ns, true, &mut self.raw);
-                out(report(&k, &flow, EndReason::Forced));
+                if in_scope(&flow, cfg) {
+                    out(report(&k, &flow, EndReason::Forced));
+                }
             }
         }
     }
+}
+
+/// With a process or cgroup scope, only flows whose socket layer the
+/// kernel let through.
+fn in_scope(flow: &Flow, cfg: &MatcherConfig) -> bool {
+    !cfg.require_socket
+        || flow
+            .tracks
+            .iter()
+            .any(|t| matches!(t.layer, Layer::SockTx | Layer::TcpTx | Layer::SockRx))
 }
 
 /// The namespace of a flow's end: that of its socket-layer tracks, else
@@ -548,6 +575,17 @@ fn resolve(
             flow.stats.incomplete += 1;
             continue;
         }
+        let t0 = times[0].1;
+        if cfg.min_interval_ns > 0
+            && flow
+                .stats
+                .last_counted_ns
+                .is_some_and(|l| t0.saturating_sub(l) < cfg.min_interval_ns)
+        {
+            flow.stats.thinned += 1;
+            continue;
+        }
+        flow.stats.last_counted_ns = Some(t0);
         flow.stats.complete += 1;
         if cfg.raw_samples {
             raw.push(RawSample {
@@ -637,6 +675,7 @@ fn report(key: &FlowKey, flow: &Flow, reason: EndReason) -> FlowReport {
         complete: flow.stats.complete,
         incomplete: flow.stats.incomplete,
         skipped: flow.skipped,
+        thinned: flow.stats.thinned,
     }
 }
 

@@ -16,8 +16,9 @@ use aya::{
     programs::{BtfTracePoint, ProgramError, RawTracePoint, TracePoint},
 };
 use xdprobe_common::host::{
-    DEV_RX_HOOKS, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID, STACK_MAX_NETNS,
-    STACK_MAX_PORTS, STACK_MAX_TGIDS, StackCounters, StackEvent, StackSettings, names,
+    DEV_RX_HOOKS, STACK_FILTER_CGROUP, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID,
+    STACK_MAX_CGROUPS, STACK_MAX_NETNS, STACK_MAX_PORTS, STACK_MAX_TGIDS, StackCounters,
+    StackEvent, StackSettings, names,
 };
 
 use crate::hooks::{CLOSE_EVENT, Hook, Kind, Layer, Policy, SEND_ENTRY_EVENTS};
@@ -85,6 +86,8 @@ pub struct StackOptions {
     pub ports: Vec<u16>,
     pub netns: Vec<u32>,
     pub tgids: Vec<u32>,
+    /// cgroup v2 IDs (the inode of the cgroup's directory).
+    pub cgroups: Vec<u64>,
     /// Ring buffer size in bytes (power of two, ≥ one page); 0: 4 MiB.
     pub ring_bytes: u32,
 }
@@ -267,6 +270,11 @@ fn settings(
         STACK_MAX_NETNS,
     )?;
     fill(&mut s.tgids, &opts.tgids, "processes", STACK_MAX_TGIDS)?;
+    fill(&mut s.cgroups, &opts.cgroups, "cgroups", STACK_MAX_CGROUPS)?;
+    s.n_cgroups = opts.cgroups.len() as u32;
+    if !opts.cgroups.is_empty() {
+        s.flags |= STACK_FILTER_CGROUP;
+    }
     s.n_ports = opts.ports.len() as u32;
     s.n_netns = opts.netns.len() as u32;
     s.n_tgids = opts.tgids.len() as u32;

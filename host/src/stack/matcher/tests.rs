@@ -354,3 +354,42 @@ fn segment_names() {
         "T1+T2+T3+T4+T5+T6+T7"
     );
 }
+
+#[test]
+fn time_based_sampling_counts_one_byte_per_interval() {
+    let cfg = MatcherConfig {
+        min_interval_ns: 50_000_000,
+        ..MatcherConfig::default()
+    };
+    let mut m = Matcher::new(cfg);
+    // 100 writes, one every 10 ms: at most one per 50 ms counts.
+    for i in 0..100u32 {
+        pass_all(
+            &mut m,
+            i * 100,
+            100,
+            u64::from(i) * 10_000,
+            [0, 1, 2, 3, 4, 5, 6, 7],
+        );
+    }
+    let r = &finish(&mut m, 10_000_000)[0];
+    assert_eq!(r.complete, 20);
+    assert_eq!(r.thinned, 80);
+    assert_eq!(r.t8.unwrap().samples, 20);
+}
+
+#[test]
+fn a_process_scope_reports_only_flows_whose_sockets_it_saw() {
+    let cfg = MatcherConfig {
+        sample_bytes: 100,
+        require_socket: true,
+        ..MatcherConfig::default()
+    };
+    let mut m = Matcher::new(cfg);
+    // A flow seen only at the device layers (another process's).
+    m.on_event(&ev(code::DEV_TX, 0, 1000, 1, SNS));
+    m.on_event(&ev(code::DEV_RX, 0, 1000, 2, RNS));
+    assert!(finish(&mut m, 10_000_000).is_empty());
+    pass_all(&mut m, 0, 1000, 1, [0, 1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(finish(&mut m, 10_000_000).len(), 1);
+}

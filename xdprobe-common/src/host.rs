@@ -15,10 +15,12 @@ pub mod names {
     pub const STACK_EVENTS: &str = "STACK_EVENTS";
     /// `PerCpuArray<StackCounters>`, one entry.
     pub const STACK_COUNTERS: &str = "STACK_COUNTERS";
-    /// `LruHashMap<u32 tid, u64 ns>`: send-call entry times.
+    /// `HashMap<u32 tid, u64 ns>`: send-call entry times.
     pub const SEND_ENTRY: &str = "SEND_ENTRY";
-    /// `LruHashMap<u64 sk, TcpPending>`: the TCP-layer observation in progress.
+    /// `HashMap<u64 sk, TcpPending>`: the TCP-layer observation in progress.
     pub const TCP_PENDING: &str = "TCP_PENDING";
+    /// `HashMap<u64 sk, SockId>`: each socket's identity, read once.
+    pub const SOCK_IDS: &str = "SOCK_IDS";
 
     /// Read-only global [`super::ConnSettings`] of the connect-latency object.
     pub const CONN_SETTINGS: &str = "CONN_SETTINGS";
@@ -333,6 +335,22 @@ pub struct StackEvent {
     pub _pad2: u32,
 }
 
+/// A socket's identity (local end first) and namespace, cached by the
+/// programs so that each event costs one map lookup, not seven reads of
+/// the socket.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SockId {
+    pub family: u8,
+    pub _pad: u8,
+    pub lport: u16,
+    pub rport: u16,
+    pub _pad2: u16,
+    pub netns: u32,
+    pub local: [u8; 16],
+    pub remote: [u8; 16],
+}
+
 /// Per-CPU counters of the stack-latency programs; user space sums them.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -486,6 +504,7 @@ const _: () = assert!(core::mem::size_of::<KernelOffsets>() == 24 * 4);
 const _: () = assert!(core::mem::size_of::<TpOffsets>() == 27 * 4);
 const _: () = assert!(core::mem::size_of::<StackCounters>() == 6 * 8);
 const _: () = assert!(core::mem::size_of::<TcpPending>() == 16);
+const _: () = assert!(core::mem::size_of::<SockId>() == 44);
 const _: () = assert!(core::mem::size_of::<ConnEvent>() == 8 + 8 + 4 + 4 + 16 + 32 + 8);
 const _: () = assert!(core::mem::size_of::<ConnStart>() == 32);
 const _: () = assert!(core::mem::size_of::<ConnSettings>() == 27 * 4 + 4 + 8 + 4 + 4 + 32);

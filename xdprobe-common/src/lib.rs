@@ -148,6 +148,8 @@ mod pod {
     // SAFETY: as above.
     unsafe impl aya::Pod for super::host::TcpPending {}
     // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::SockId {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::host::ConnSettings {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::host::ConnStart {}

@@ -20,7 +20,7 @@ use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
-    maps::{LruHashMap, PerCpuArray, RingBuf},
+    maps::{HashMap, PerCpuArray, RingBuf},
     programs::{BtfTracePointContext, RawTracePointContext, TracePointContext},
 };
 use host_prog::{
@@ -28,8 +28,9 @@ use host_prog::{
     tp_i32, tp_u16, tp_u64,
 };
 use xdprobe_common::host::{
-    STACK_FILTER_CGROUP, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID, STACK_MAX_CGROUPS,
-    STACK_MAX_NETNS, STACK_MAX_PORTS, STACK_MAX_TGIDS, StackCounters, StackEvent, StackSettings, TcpPending, layer,
+    STACK_FILTER_CGROUP, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID,
+    STACK_MAX_CGROUPS, STACK_MAX_NETNS, STACK_MAX_PORTS, STACK_MAX_TGIDS, SockId, StackCounters,
+    StackEvent, StackSettings, TcpPending, layer,
 };
 
 #[unsafe(link_section = "license")]
@@ -55,14 +56,23 @@ static STACK_EVENTS: RingBuf = RingBuf::with_byte_size(4 << 20, 0);
 #[map(name = "STACK_COUNTERS")]
 static STACK_COUNTERS: PerCpuArray<StackCounters> = PerCpuArray::with_max_entries(1, 0);
 
-/// Thread ID → time its send call was entered. LRU: a thread that never
-/// reaches `sock_send_length` (the call was on a file) only holds its own
-/// slot until its next call overwrites it, and the map cannot fill.
+/// Thread ID → time its send call was entered. A thread whose call was on
+/// a file (no `sock_send_length`) keeps its one slot until its next call
+/// overwrites it; slots of threads that exited are removed by user space
+/// after a minute. A plain hash, not an LRU one: the LRU list's upkeep
+/// cost about 1 µs per insert here, on every write(2) of the host.
 #[map(name = "SEND_ENTRY")]
-static SEND_ENTRY: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
+static SEND_ENTRY: HashMap<u32, u64> = HashMap::with_max_entries(32768, 0);
 
+/// Socket → the TCP-layer observation its send call is building. Removed
+/// when the call returns or the socket closes; user space removes what a
+/// path without `sock_send_length` (kTLS) left.
 #[map(name = "TCP_PENDING")]
-static TCP_PENDING: LruHashMap<u64, TcpPending> = LruHashMap::with_max_entries(16384, 0);
+static TCP_PENDING: HashMap<u64, TcpPending> = HashMap::with_max_entries(32768, 0);
+
+/// Socket → its identity, read from the socket once; removed at CLOSE.
+#[map(name = "SOCK_IDS")]
+static SOCK_IDS: HashMap<u64, SockId> = HashMap::with_max_entries(65536, 0);
 
 #[derive(Clone, Copy)]
 enum Count {
@@ -207,36 +217,56 @@ fn net_inum(net: u64) -> u32 {
     rd::<u32>(net, setting!(off.net_ns_inum)).unwrap_or(0)
 }
 
-/// Fills the event's identity from the socket. `rx`: the data flows from
-/// the remote end to this socket (a receiver's layer), so the remote end
-/// is the source.
+/// Reads a socket's identity and namespace from the socket itself.
 #[inline(always)]
-fn sock_identity(ev: &mut StackEvent, sk: u64, rx: bool) -> Option<()> {
+fn read_sock_id(sk: u64) -> Option<SockId> {
     let family = rd::<u16>(sk, setting!(off.sk_family))?;
-    let (local, remote) = if family == AF_INET {
-        let mut l = [0u8; 16];
-        let mut r = [0u8; 16];
-        l[..4].copy_from_slice(&rd::<[u8; 4]>(sk, setting!(off.sk_rcv_saddr))?);
-        r[..4].copy_from_slice(&rd::<[u8; 4]>(sk, setting!(off.sk_daddr))?);
-        (l, r)
+    let mut id = SockId {
+        family: family as u8,
+        ..SockId::default()
+    };
+    if family == AF_INET {
+        id.local[..4].copy_from_slice(&rd::<[u8; 4]>(sk, setting!(off.sk_rcv_saddr))?);
+        id.remote[..4].copy_from_slice(&rd::<[u8; 4]>(sk, setting!(off.sk_daddr))?);
     } else if family == AF_INET6 {
-        (
-            rd::<[u8; 16]>(sk, setting!(off.sk_v6_rcv_saddr))?,
-            rd::<[u8; 16]>(sk, setting!(off.sk_v6_daddr))?,
-        )
+        id.local = rd::<[u8; 16]>(sk, setting!(off.sk_v6_rcv_saddr))?;
+        id.remote = rd::<[u8; 16]>(sk, setting!(off.sk_v6_daddr))?;
     } else {
         return None;
-    };
-    let lport = rd::<u16>(sk, setting!(off.sk_num))?;
-    let rport = u16::from_be(rd::<u16>(sk, setting!(off.sk_dport))?);
-    ev.family = family as u8;
-    if rx {
-        (ev.saddr, ev.daddr, ev.sport, ev.dport) = (remote, local, rport, lport);
-    } else {
-        (ev.saddr, ev.daddr, ev.sport, ev.dport) = (local, remote, lport, rport);
     }
+    id.lport = rd::<u16>(sk, setting!(off.sk_num))?;
+    id.rport = u16::from_be(rd::<u16>(sk, setting!(off.sk_dport))?);
     let net = rd::<u64>(sk, setting!(off.sk_net))?;
-    ev.netns = net_inum(net);
+    id.netns = net_inum(net);
+    Some(id)
+}
+
+/// Fills the event's identity from the socket (cached per socket: the
+/// local and remote ends of a connected socket do not change). `rx`: the
+/// data flows from the remote end to this socket (a receiver's layer), so
+/// the remote end is the source.
+#[inline(always)]
+fn sock_identity(ev: &mut StackEvent, sk: u64, rx: bool) -> Option<()> {
+    // SAFETY: copied out of the map value at once.
+    let id = match unsafe { SOCK_IDS.get(sk) }.copied() {
+        Some(id) => id,
+        None => {
+            let id = read_sock_id(sk)?;
+            // A socket that is not connected yet has no remote port:
+            // cache only complete identities.
+            if id.rport != 0 {
+                let _ = SOCK_IDS.insert(sk, id, 0);
+            }
+            id
+        }
+    };
+    ev.family = id.family;
+    ev.netns = id.netns;
+    if rx {
+        (ev.saddr, ev.daddr, ev.sport, ev.dport) = (id.remote, id.local, id.rport, id.lport);
+    } else {
+        (ev.saddr, ev.daddr, ev.sport, ev.dport) = (id.local, id.remote, id.lport, id.rport);
+    }
     Some(())
 }
 
@@ -292,21 +322,29 @@ fn emit_skb(layer: u8, skb: u64, s: &Segment, ts_ns: u64) {
     output(&ev);
 }
 
+/// `sk_buff.head` and `.data` (adjacent: the loader checks).
+#[inline(always)]
+fn skb_head_data(skb: u64) -> Option<(u64, u64)> {
+    let [head, data] = rd::<[u64; 2]>(skb, setting!(off.skb_head))?;
+    Some((head, data))
+}
+
 /// Transmit side: the network header is set, `data` points at the link
 /// header.
 #[inline(always)]
 fn tx_skb(layer: u8, skb: u64) {
     let ts = now();
-    let (Some(head), Some(data), Some(nh), Some(len)) = (
-        rd::<u64>(skb, setting!(off.skb_head)),
-        rd::<u64>(skb, setting!(off.skb_data)),
-        rd::<u16>(skb, setting!(off.skb_network_header)),
+    // `protocol`, `transport_header`, `network_header`, `mac_header` are
+    // adjacent (the loader checks): one read.
+    let (Some((head, data)), Some(hdrs), Some(len)) = (
+        skb_head_data(skb),
+        rd::<[u16; 4]>(skb, setting!(off.skb_protocol)),
         rd::<u32>(skb, setting!(off.skb_len)),
     ) else {
         count(Count::ReadFailed);
         return;
     };
-    let l3 = head + u64::from(nh);
+    let l3 = head + u64::from(hdrs[2]);
     let before = l3.saturating_sub(data);
     if before > u64::from(len) {
         return;
@@ -330,10 +368,8 @@ fn rx_skb(layer: u8, skb: u64) {
     if proto != ETH_P_IP && proto != ETH_P_IPV6 {
         return;
     }
-    let (Some(data), Some(len)) = (
-        rd::<u64>(skb, setting!(off.skb_data)),
-        rd::<u32>(skb, setting!(off.skb_len)),
-    ) else {
+    let (Some((_, data)), Some(len)) = (skb_head_data(skb), rd::<u32>(skb, setting!(off.skb_len)))
+    else {
         count(Count::ReadFailed);
         return;
     };
@@ -574,6 +610,7 @@ pub fn stack_set_state(ctx: TracePointContext) -> u32 {
     }
     let sk = tp_u64(&ctx, tp.state_sk);
     let _ = TCP_PENDING.remove(sk);
+    let _ = SOCK_IDS.remove(sk);
     let mut ev = StackEvent {
         ts_ns: now(),
         layer: layer::CLOSE,

@@ -21,6 +21,8 @@ pub enum OffsetError {
     },
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
+    #[error("kernel struct layout: {0}, which the programs read in one go")]
+    NotAdjacent(&'static str),
 }
 
 fn member(
@@ -47,7 +49,7 @@ pub fn kernel_offsets(btf: &Btf) -> Result<KernelOffsets, OffsetError> {
     // inet_connection_sock and inet_sock), so offsets taken through the
     // outer structs are offsets from the `struct sock *` the hooks see.
     let cb = member(btf, "sk_buff", "cb", 48)?;
-    Ok(KernelOffsets {
+    let o = KernelOffsets {
         skb_head: member(btf, "sk_buff", "head", 8)?,
         skb_data: member(btf, "sk_buff", "data", 8)?,
         skb_len: member(btf, "sk_buff", "len", 4)?,
@@ -72,7 +74,22 @@ pub fn kernel_offsets(btf: &Btf) -> Result<KernelOffsets, OffsetError> {
         tp_copied_seq: member(btf, "tcp_sock", "copied_seq", 4)?,
         tcb_seq: member(btf, "tcp_skb_cb", "seq", 4)?,
         tcb_end_seq: member(btf, "tcp_skb_cb", "end_seq", 4)?,
-    })
+    };
+    if o.skb_data != o.skb_head + 8 {
+        return Err(OffsetError::NotAdjacent(
+            "sk_buff.data does not follow sk_buff.head",
+        ));
+    }
+    let th = member(btf, "sk_buff", "transport_header", 2)?;
+    if th != o.skb_protocol + 2
+        || o.skb_network_header != o.skb_protocol + 4
+        || o.skb_mac_header != o.skb_protocol + 6
+    {
+        return Err(OffsetError::NotAdjacent(
+            "sk_buff.protocol, transport_header, network_header and mac_header are not adjacent",
+        ));
+    }
+    Ok(o)
 }
 
 /// Tracepoint record offsets of the stack-latency programs' fixed

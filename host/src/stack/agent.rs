@@ -11,6 +11,12 @@ use xdprobe_common::host::StackCounters;
 use crate::stack::matcher::{FlowReport, MatchCounters, Matcher, RawSample};
 use crate::stack::probe::StackProbe;
 
+/// How often, and past what age, the kernel's per-thread and per-socket
+/// entries are collected (a send call that blocks longer loses its
+/// socket-layer time).
+const GC_EVERY: Duration = Duration::from_secs(10);
+const GC_AGE: Duration = Duration::from_secs(60);
+
 /// `CLOCK_MONOTONIC` now, in ns: the clock `bpf_ktime_get_ns` reads.
 pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
@@ -80,6 +86,7 @@ pub fn run(
         out(Output::Report(r));
     };
     let mut last_advance = Instant::now();
+    let mut last_gc = Instant::now();
     loop {
         let deadline_hit = duration.is_some_and(|d| started.elapsed() >= d);
         if stop.load(Ordering::Relaxed) || deadline_hit {
@@ -93,6 +100,10 @@ pub fn run(
                 out(Output::Samples(raw));
             }
             last_advance = Instant::now();
+        }
+        if last_gc.elapsed() >= GC_EVERY {
+            probe.gc(monotonic_ns(), GC_AGE.as_nanos() as u64);
+            last_gc = Instant::now();
         }
         if n == 0 {
             wait_readable(probe.fd(), 50);

@@ -12,13 +12,13 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuArray, RingBuf},
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
     programs::{BtfTracePoint, ProgramError, RawTracePoint, TracePoint},
 };
 use xdprobe_common::host::{
     DEV_RX_HOOKS, STACK_FILTER_CGROUP, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID,
     STACK_MAX_CGROUPS, STACK_MAX_NETNS, STACK_MAX_PORTS, STACK_MAX_TGIDS, StackCounters,
-    StackEvent, StackSettings, names,
+    StackEvent, StackSettings, TcpPending, names,
 };
 
 use crate::hooks::{CLOSE_EVENT, Hook, Kind, Layer, Policy, SEND_ENTRY_EVENTS};
@@ -101,10 +101,11 @@ pub struct LayerHooks {
 
 /// The attached probe.
 pub struct StackProbe {
-    // Field order: the ring buffer and counters are maps of `ebpf`; they
-    // hold their own fds, so drop order does not matter for soundness.
+    // The maps hold their own fds: drop order does not matter.
     ring: RingBuf<MapData>,
     counters: PerCpuArray<MapData, StackCounters>,
+    send_entry: BpfHashMap<MapData, u32, u64>,
+    tcp_pending: BpfHashMap<MapData, u64, TcpPending>,
     /// Which hook observes each layer; layers the kernel offers no hook
     /// for are absent.
     pub attached: Vec<LayerHooks>,
@@ -424,9 +425,16 @@ impl StackProbe {
             .ok_or(ProbeError::Missing(names::STACK_COUNTERS))?;
         let counters = PerCpuArray::try_from(counters)
             .map_err(|e| ProbeError::Map(names::STACK_COUNTERS, e))?;
+        let map = |ebpf: &mut Ebpf, n: &'static str| ebpf.take_map(n).ok_or(ProbeError::Missing(n));
+        let send_entry = BpfHashMap::try_from(map(&mut ebpf, names::SEND_ENTRY)?)
+            .map_err(|e| ProbeError::Map(names::SEND_ENTRY, e))?;
+        let tcp_pending = BpfHashMap::try_from(map(&mut ebpf, names::TCP_PENDING)?)
+            .map_err(|e| ProbeError::Map(names::TCP_PENDING, e))?;
         Ok(StackProbe {
             ring,
             counters,
+            send_entry,
+            tcp_pending,
             attached: layers,
             _ebpf: ebpf,
         })
@@ -454,6 +462,35 @@ impl StackProbe {
             .get(&0, 0)
             .map(|v| v.iter().fold(StackCounters::default(), |a, c| a.add(*c)))
             .unwrap_or_default()
+    }
+
+    /// Removes per-thread and per-socket entries older than `max_age_ns` at
+    /// `now_ns` (monotonic): left by threads that exited in a write to a
+    /// file, or by send paths that never return through the socket layer.
+    /// Returns how many it removed.
+    pub fn gc(&mut self, now_ns: u64, max_age_ns: u64) -> usize {
+        let cutoff = now_ns.saturating_sub(max_age_ns);
+        let old_tids: Vec<u32> = self
+            .send_entry
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|&(_, t)| t < cutoff)
+            .map(|(k, _)| k)
+            .collect();
+        let old_socks: Vec<u64> = self
+            .tcp_pending
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|(_, p)| p.ts_ns < cutoff)
+            .map(|(k, _)| k)
+            .collect();
+        for k in &old_tids {
+            let _ = self.send_entry.remove(k);
+        }
+        for k in &old_socks {
+            let _ = self.tcp_pending.remove(k);
+        }
+        old_tids.len() + old_socks.len()
     }
 
     /// The ring buffer's fd, readable when events wait (for poll/epoll).

@@ -36,6 +36,17 @@ fn first_part(name: &str) -> usize {
         .map_or(0, |n| n.saturating_sub(1).min(6))
 }
 
+/// What each segment is, for the legend.
+const MEANING: [&str; 7] = [
+    "T1 socket → TCP",
+    "T2 TCP → IP done",
+    "T3 IP → device (qdisc)",
+    "T4 network",
+    "T5 device → IP (GRO)",
+    "T6 IP → TCP",
+    "T7 TCP → socket (reader)",
+];
+
 /// Draws the reports that timed anything (at most 40 flows, the busiest).
 pub fn stacked_bars(path: &Path, reports: &[FlowReport]) -> Result<(), PlotError> {
     let mut flows: Vec<&FlowReport> = reports.iter().filter(|r| r.complete > 0).collect();
@@ -46,10 +57,11 @@ pub fn stacked_bars(path: &Path, reports: &[FlowReport]) -> Result<(), PlotError
         .iter()
         .map(|r| r.segments.iter().map(|s| s.summary.mean_us).sum::<f64>())
         .collect();
-    let ymax = totals.iter().copied().fold(1.0f64, f64::max) * 1.15;
-    let width = (240 + 90 * flows.len().max(1)) as u32;
+    let ymax = totals.iter().copied().fold(1.0f64, f64::max) * 1.35;
+    let n = flows.len().max(1);
+    let width = (260 + 110 * n) as u32;
 
-    let root = SVGBackend::new(path, (width.max(640), 480)).into_drawing_area();
+    let root = SVGBackend::new(path, (width.max(720), 520)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -57,22 +69,23 @@ pub fn stacked_bars(path: &Path, reports: &[FlowReport]) -> Result<(), PlotError
             ("sans-serif", 18),
         )
         .margin(12)
-        .x_label_area_size(70)
+        .x_label_area_size(60)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..flows.len().max(1) as f64, 0f64..ymax)
+        .build_cartesian_2d((0..n - 1).into_segmented(), 0f64..ymax)
         .map_err(err)?;
     let labels: Vec<String> = flows
         .iter()
-        .map(|r| format!("{}→{}", r.key.sport, r.key.dport))
+        .map(|r| format!("{}:{} → {}", r.key.src, r.key.sport, r.key.dport))
         .collect();
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .y_desc("µs")
-        .x_labels(flows.len().max(1))
-        .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            labels.get(i).cloned().unwrap_or_default()
+        .y_desc("µs (mean)")
+        .x_desc("flow (sender → receiver port)")
+        .x_labels(n)
+        .x_label_formatter(&|x| match x {
+            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
         })
         .draw()
         .map_err(err)?;
@@ -84,17 +97,21 @@ pub fn stacked_bars(path: &Path, reports: &[FlowReport]) -> Result<(), PlotError
             let k = first_part(&s.name);
             let top = base + s.summary.mean_us;
             let colour = COLOURS[k];
-            let bar = Rectangle::new(
-                [(i as f64 + 0.15, base), (i as f64 + 0.85, top)],
+            let mut bar = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), base),
+                    (SegmentValue::Exact(i + 1), top),
+                ],
                 colour.filled(),
             );
+            bar.set_margin(0, 0, 14, 14);
             let series = chart.draw_series(std::iter::once(bar)).map_err(err)?;
             if !seen[k] {
                 seen[k] = true;
                 let label = if s.name.contains('+') {
-                    s.name.clone()
+                    format!("{} (no hook between)", s.name)
                 } else {
-                    format!("T{}", k + 1)
+                    MEANING[k].to_owned()
                 };
                 series.label(label).legend(move |(x, y)| {
                     Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
@@ -105,7 +122,7 @@ pub fn stacked_bars(path: &Path, reports: &[FlowReport]) -> Result<(), PlotError
     }
     chart
         .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
+        .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .position(SeriesLabelPosition::UpperRight)
         .draw()

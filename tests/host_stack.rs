@@ -440,3 +440,34 @@ fn sampling_times_one_byte_in_n_and_keeps_the_percentiles() {
         "T8 p50 {g} sampled vs {a}"
     );
 }
+
+#[test]
+fn function_hooks_are_a_per_kernel_option_refused_clearly_here() {
+    if !require_root("function_hooks_are_a_per_kernel_option_refused_clearly_here") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let before = loaded_host_programs();
+    // This kernel has no kprobes and refuses fentry: each is a setup error
+    // naming the layer and hook, and the hooks attached before it (fentry
+    // fails at load, after the tracepoint layers) are all taken down.
+    for (hook, why) in [
+        ("ip_rx=kprobe:ip_rcv", "no kprobes"),
+        ("ip_rx=fentry:ip_rcv", "refused"),
+        ("ip_rx=fentry:tcp_v4_connect", "no struct sk_buff"),
+        ("tcp_rx=kprobe:tcp_rcv_established", "written for tracepoint"),
+    ] {
+        let out = common::xdprobe()
+            .args(["host", "--duration", "1s", "--hook", hook])
+            .output()
+            .expect("run xdprobe host");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{hook}: exit 2: {err}");
+        let layer = hook.split('=').next().unwrap();
+        assert!(
+            err.contains(&format!("host.hooks.{layer}")) && err.contains(why),
+            "{hook}: {err}"
+        );
+        assert_eq!(loaded_host_programs(), before, "{hook}: nothing left loaded");
+    }
+}

@@ -226,11 +226,29 @@ impl Layer {
         }
     }
 
-    /// Hook kinds the layer's program exists for.
+    /// Hook kinds the layer's program exists for. The skb layers also run
+    /// on kernel functions (kprobe, fentry) where the kernel allows them:
+    /// never by default, because function names and arguments change
+    /// between kernel versions and many kernels refuse both.
     pub fn kinds(self) -> &'static [Kind] {
         match self {
             Layer::TcpTx => &[Kind::TpBtf, Kind::RawTp],
+            Layer::IpTx | Layer::DevTx | Layer::DevRx | Layer::IpRx => {
+                &[Kind::Tracepoint, Kind::Kprobe, Kind::Fentry]
+            }
             _ => &[Kind::Tracepoint],
+        }
+    }
+
+    /// Slot of an skb layer's `n`-th hook in `StackSettings::skb_arg`.
+    pub fn skb_slot(self, n: usize) -> Option<usize> {
+        use xdprobe_common::host::skb_slot;
+        match self {
+            Layer::IpTx => Some(skb_slot::IP_TX),
+            Layer::DevTx => Some(skb_slot::DEV_TX),
+            Layer::DevRx => Some(skb_slot::DEV_RX + n.min(DEV_RX_HOOKS - 1)),
+            Layer::IpRx => Some(skb_slot::IP_RX),
+            _ => None,
         }
     }
 

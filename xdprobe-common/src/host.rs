@@ -218,6 +218,18 @@ pub struct StackSettings {
     pub tgids: [u32; STACK_MAX_TGIDS],
     pub n_cgroups: u32,
     pub cgroups: [u64; STACK_MAX_CGROUPS],
+    /// For kprobe/fentry hooks of the skb layers: which argument of the
+    /// function is the `struct sk_buff *`, per slot ([`skb_slot`]).
+    pub skb_arg: [u8; 8],
+}
+
+/// Slots of the skb layers' hooks (index into `StackSettings::skb_arg`).
+pub mod skb_slot {
+    pub const IP_TX: usize = 0;
+    pub const DEV_TX: usize = 1;
+    /// `DEV_RX` takes three: 2, 3, 4.
+    pub const DEV_RX: usize = 2;
+    pub const IP_RX: usize = 5;
 }
 
 impl StackSettings {
@@ -235,6 +247,7 @@ impl StackSettings {
         tgids: [0; STACK_MAX_TGIDS],
         n_cgroups: 0,
         cgroups: [0; STACK_MAX_CGROUPS],
+        skb_arg: [0; 8],
     };
 }
 
@@ -509,4 +522,4 @@ const _: () = assert!(core::mem::size_of::<ConnEvent>() == 8 + 8 + 4 + 4 + 16 + 
 const _: () = assert!(core::mem::size_of::<ConnStart>() == 32);
 const _: () = assert!(core::mem::size_of::<ConnSettings>() == 27 * 4 + 4 + 8 + 4 + 4 + 32);
 const _: () =
-    assert!(core::mem::size_of::<StackSettings>() == 96 + 27 * 4 + 24 + 32 + 32 + 32 + 4 + 64);
+    assert!(core::mem::size_of::<StackSettings>() == 96 + 27 * 4 + 24 + 32 + 32 + 32 + 4 + 64 + 8);

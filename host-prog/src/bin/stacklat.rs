@@ -19,9 +19,11 @@
 use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
+    macros::{btf_tracepoint, fentry, kprobe, map, raw_tracepoint, tracepoint},
     maps::{HashMap, PerCpuArray, RingBuf},
-    programs::{BtfTracePointContext, RawTracePointContext, TracePointContext},
+    programs::{
+        BtfTracePointContext, FEntryContext, ProbeContext, RawTracePointContext, TracePointContext,
+    },
 };
 use host_prog::{
     AF_INET, AF_INET6, ETH_P_IP, ETH_P_IPV6, Segment, holds_sample, parse_tcp, rd, state_identity,
@@ -30,7 +32,7 @@ use host_prog::{
 use xdprobe_common::host::{
     STACK_FILTER_CGROUP, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID,
     STACK_MAX_CGROUPS, STACK_MAX_NETNS, STACK_MAX_PORTS, STACK_MAX_TGIDS, SockId, StackCounters,
-    StackEvent, StackSettings, TcpPending, layer,
+    StackEvent, StackSettings, TcpPending, layer, skb_slot,
 };
 
 #[unsafe(link_section = "license")]
@@ -504,6 +506,66 @@ pub fn stack_ip_tx(ctx: TracePointContext) -> u32 {
 pub fn stack_dev_tx(ctx: TracePointContext) -> u32 {
     tx_skb(layer::DEV_TX, tp_u64(&ctx, setting!(tp.dev_tx_skb)));
     0
+}
+
+// ---- the skb layers on kernel functions (per-kernel option) --------------
+
+/// The `struct sk_buff *` argument of a kprobe'd function (its position,
+/// from BTF, is in the settings per slot).
+#[inline(always)]
+fn kp_skb(ctx: &ProbeContext, slot: usize) -> u64 {
+    let a = match setting!(skb_arg[slot]) {
+        0 => ctx.arg::<u64>(0),
+        1 => ctx.arg::<u64>(1),
+        2 => ctx.arg::<u64>(2),
+        3 => ctx.arg::<u64>(3),
+        4 => ctx.arg::<u64>(4),
+        _ => None,
+    };
+    a.unwrap_or(0)
+}
+
+/// The same for fentry (BTF-typed arguments; constant indices only).
+#[inline(always)]
+fn fe_skb(ctx: &FEntryContext, slot: usize) -> u64 {
+    match setting!(skb_arg[slot]) {
+        0 => ctx.arg::<u64>(0),
+        1 => ctx.arg::<u64>(1),
+        2 => ctx.arg::<u64>(2),
+        3 => ctx.arg::<u64>(3),
+        4 => ctx.arg::<u64>(4),
+        _ => 0,
+    }
+}
+
+/// One kprobe and one fentry program per skb slot: the layer decides how
+/// the headers are read (transmit: from the network header; receive: from
+/// `data`), the function is the operator's choice (`docs/host-latency.md`).
+macro_rules! function_hooks {
+    ($($kp:ident, $fe:ident, $slot:expr, $layer:expr, $read:ident;)+) => {
+        $(
+            #[kprobe]
+            pub fn $kp(ctx: ProbeContext) -> u32 {
+                $read($layer, kp_skb(&ctx, $slot));
+                0
+            }
+
+            #[fentry]
+            pub fn $fe(ctx: FEntryContext) -> u32 {
+                $read($layer, fe_skb(&ctx, $slot));
+                0
+            }
+        )+
+    };
+}
+
+function_hooks! {
+    stack_kp_ip_tx, stack_fe_ip_tx, skb_slot::IP_TX, layer::IP_TX, tx_skb;
+    stack_kp_dev_tx, stack_fe_dev_tx, skb_slot::DEV_TX, layer::DEV_TX, tx_skb;
+    stack_kp_dev_rx0, stack_fe_dev_rx0, skb_slot::DEV_RX, layer::DEV_RX, rx_skb;
+    stack_kp_dev_rx1, stack_fe_dev_rx1, skb_slot::DEV_RX + 1, layer::DEV_RX, rx_skb;
+    stack_kp_dev_rx2, stack_fe_dev_rx2, skb_slot::DEV_RX + 2, layer::DEV_RX, rx_skb;
+    stack_kp_ip_rx, stack_fe_ip_rx, skb_slot::IP_RX, layer::IP_RX, rx_skb;
 }
 
 // ---- receiver -----------------------------------------------------------

@@ -460,6 +460,24 @@ impl Btf {
         Some(args.into_iter().skip(1).collect())
     }
 
+    /// The argument types of kernel function `name` (`BTF_KIND_FUNC`), as
+    /// kprobes and fentry see them. `None` when BTF does not describe it.
+    pub fn func_args(&self, name: &str) -> Option<Vec<String>> {
+        let id = (1..self.types.len() as u32).find(|&id| {
+            self.rec(id)
+                .is_some_and(|t| t.kind == Kind::Func && self.str_at(t.name_off) == name)
+        })?;
+        let proto = self
+            .rec(self.rec(id)?.size_or_type)
+            .filter(|t| t.kind == Kind::FuncProto)?;
+        Some(
+            (0..usize::from(proto.vlen))
+                .filter_map(|i| u32_at(&self.data, proto.extra + 8 * i + 4).ok())
+                .map(|ty| self.type_name(ty))
+                .collect(),
+        )
+    }
+
     /// Names of all functions (`BTF_KIND_FUNC`): what fentry could attach to.
     pub fn functions(&self) -> impl Iterator<Item = &str> {
         self.types
@@ -596,5 +614,8 @@ mod tests {
         assert_eq!(cb.size, 48);
         let args = btf.tracepoint_args("tcp_probe").unwrap();
         assert_eq!(args, ["struct sock *", "struct sk_buff *"]);
+        let args = btf.func_args("ip_rcv").unwrap();
+        assert_eq!(args[0], "struct sk_buff *");
+        assert_eq!(args.len(), 4);
     }
 }

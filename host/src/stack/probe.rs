@@ -13,7 +13,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
-    programs::{BtfTracePoint, ProgramError, RawTracePoint, TracePoint},
+    programs::{BtfTracePoint, FEntry, KProbe, ProgramError, RawTracePoint, TracePoint},
 };
 use xdprobe_common::host::{
     DEV_RX_HOOKS, STACK_FILTER_CGROUP, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID,
@@ -200,13 +200,40 @@ fn check_hook(kernel: &Kernel, layer: Layer, hook: &Hook) -> Result<(), String> 
             }
             Ok(())
         }
-        Kind::Kprobe | Kind::Fentry => Err("no program of this kind for this layer".to_owned()),
+        Kind::Kprobe | Kind::Fentry => {
+            if hook.kind == Kind::Kprobe && !kernel.has_kprobes() {
+                return Err("this kernel has no kprobes (no kprobe event source)".to_owned());
+            }
+            skb_arg(kernel, &hook.target).map(|_| ())
+        }
     }
+}
+
+/// Which argument of kernel function `name` is the `struct sk_buff *`.
+fn skb_arg(kernel: &Kernel, name: &str) -> Result<u8, String> {
+    let args = kernel
+        .btf
+        .func_args(name)
+        .ok_or_else(|| format!("the kernel's BTF has no function {name}"))?;
+    args.iter()
+        .position(|a| a == "struct sk_buff *")
+        .filter(|&i| i < 5)
+        .map(|i| i as u8)
+        .ok_or_else(|| format!("{name} takes no struct sk_buff * among its first five arguments"))
 }
 
 /// The program that observes `layer` through its `slot`-th hook.
 fn program_name(layer: Layer, kind: Kind, slot: usize) -> &'static str {
+    let s = slot.min(2);
     match (layer, kind) {
+        (Layer::IpTx, Kind::Kprobe) => "stack_kp_ip_tx",
+        (Layer::IpTx, Kind::Fentry) => "stack_fe_ip_tx",
+        (Layer::DevTx, Kind::Kprobe) => "stack_kp_dev_tx",
+        (Layer::DevTx, Kind::Fentry) => "stack_fe_dev_tx",
+        (Layer::DevRx, Kind::Kprobe) => ["stack_kp_dev_rx0", "stack_kp_dev_rx1", "stack_kp_dev_rx2"][s],
+        (Layer::DevRx, Kind::Fentry) => ["stack_fe_dev_rx0", "stack_fe_dev_rx1", "stack_fe_dev_rx2"][s],
+        (Layer::IpRx, Kind::Kprobe) => "stack_kp_ip_rx",
+        (Layer::IpRx, Kind::Fentry) => "stack_fe_ip_rx",
         (Layer::SockTx, _) => "stack_send_length",
         (Layer::TcpTx, Kind::TpBtf) => "stack_tcp_sendmsg_btf",
         (Layer::TcpTx, _) => "stack_tcp_sendmsg_raw",
@@ -244,23 +271,35 @@ fn settings(
                 .map_err(offsets::OffsetError::from)?,
         )
     };
+    let mut skb_args = [0u8; 8];
     for l in layers {
-        match l.layer {
-            Layer::IpTx => tp.ip_tx_skb = skb_off(&l.hooks[0])?,
-            Layer::DevTx => tp.dev_tx_skb = skb_off(&l.hooks[0])?,
-            Layer::IpRx => tp.ip_rx_skb = skb_off(&l.hooks[0])?,
-            Layer::DevRx => {
-                for (i, h) in l.hooks.iter().take(DEV_RX_HOOKS).enumerate() {
-                    tp.dev_rx_skb[i] = skb_off(h)?;
-                }
+        for (i, h) in l.hooks.iter().take(l.layer.max_hooks()).enumerate() {
+            let Some(slot) = l.layer.skb_slot(i) else {
+                continue;
+            };
+            if h.kind != Kind::Tracepoint {
+                skb_args[slot] = skb_arg(kernel, &h.target).map_err(|reason| ProbeError::Hook {
+                    layer: l.layer.key(),
+                    hook: h.to_string(),
+                    reason,
+                })?;
+                continue;
             }
-            _ => {}
+            let off = skb_off(h)?;
+            match l.layer {
+                Layer::IpTx => tp.ip_tx_skb = off,
+                Layer::DevTx => tp.dev_tx_skb = off,
+                Layer::IpRx => tp.ip_rx_skb = off,
+                Layer::DevRx => tp.dev_rx_skb[i.min(DEV_RX_HOOKS - 1)] = off,
+                _ => {}
+            }
         }
     }
     let mut s = StackSettings {
         off: offsets::kernel_offsets(&kernel.btf)?,
         tp,
         sample_bytes: opts.sample_bytes,
+        skb_arg: skb_args,
         ..StackSettings::ZERO
     };
     fill(&mut s.ports, &opts.ports, "ports", STACK_MAX_PORTS)?;
@@ -328,6 +367,43 @@ fn attach_tracepoint(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result
     }
     let (sys, ev) = event.split_once(':').unwrap_or(("", event));
     p.attach(sys, ev).map_err(err)?;
+    Ok(())
+}
+
+/// Loads and attaches an skb layer's program on a kernel function.
+fn attach_function(
+    ebpf: &mut Ebpf,
+    kernel: &Kernel,
+    layer: Layer,
+    name: &'static str,
+    hook: &Hook,
+) -> Result<(), ProbeError> {
+    // The kernel refusing a function hook (fentry is EPERM on some
+    // kernels, a kprobe blacklisted function) is about what this kernel
+    // offers: a setup error naming the hook, like a missing tracepoint.
+    let err = |source: ProgramError| {
+        let mut reason = format!("the kernel refused it: {source}");
+        let mut src = std::error::Error::source(&source);
+        while let Some(e) = src {
+            reason.push_str(&format!(": {e}"));
+            src = e.source();
+        }
+        ProbeError::Hook {
+            layer: layer.key(),
+            hook: hook.to_string(),
+            reason,
+        }
+    };
+    let p = ebpf.program_mut(name).ok_or(ProbeError::Missing(name))?;
+    if hook.kind == Kind::Kprobe {
+        let p: &mut KProbe = p.try_into().map_err(err)?;
+        p.load().map_err(err)?;
+        p.attach(&hook.target, 0).map_err(err)?;
+    } else {
+        let p: &mut FEntry = p.try_into().map_err(err)?;
+        p.load(&hook.target, &kernel.aya_btf).map_err(err)?;
+        p.attach().map_err(err)?;
+    }
     Ok(())
 }
 
@@ -410,7 +486,13 @@ impl StackProbe {
                 }
                 layer => {
                     for (slot, h) in l.hooks.iter().enumerate() {
-                        attach_tracepoint(&mut ebpf, program_name(layer, h.kind, slot), &h.target)?;
+                        let name = program_name(layer, h.kind, slot);
+                        match h.kind {
+                            Kind::Kprobe | Kind::Fentry => {
+                                attach_function(&mut ebpf, kernel, layer, name, h)?
+                            }
+                            _ => attach_tracepoint(&mut ebpf, name, &h.target)?,
+                        }
                     }
                 }
             }

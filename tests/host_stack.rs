@@ -49,24 +49,26 @@ fn data_flow(reports: &[Value], port: u16, src: &str) -> Value {
     f[0].clone()
 }
 
-fn check_t8_against_application(server: SocketAddr, src: &str, port: u16) {
+fn check_t8_against_application(server: SocketAddr, src: &str, port: u16, extra: &[&str]) {
     let pair = Pair::new();
     let dir = TempDir::new("host_t8");
     let p = port.to_string();
     let samples = dir.0.join("samples.jsonl");
     let size = 1000;
+    let mut args = vec![
+        "--port",
+        &p,
+        "--sample-bytes",
+        "0",
+        "--samples",
+        samples.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
     let (reports, timed) = run(
         &pair,
         &dir,
         server,
-        &[
-            "--port",
-            &p,
-            "--sample-bytes",
-            "0",
-            "--samples",
-            samples.to_str().unwrap(),
-        ],
+        &args,
         &Messages {
             count: 200,
             size,
@@ -150,7 +152,35 @@ fn t8_agrees_with_the_applications_own_timing_ipv4() {
     }
     let _serial = host_support::serial();
     let server: SocketAddr = format!("{SERVER_IP}:5301").parse().unwrap();
-    check_t8_against_application(server, "192.0.2.1", 5301);
+    check_t8_against_application(server, "192.0.2.1", 5301, &[]);
+}
+
+/// The BTF-typed variants of the IP and device layers (an option: the
+/// defaults are classic tracepoints) time the same bytes the same way.
+#[test]
+fn t8_agrees_with_btf_typed_hooks_too() {
+    if !require_root("t8_agrees_with_btf_typed_hooks_too") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let server: SocketAddr = format!("{SERVER_IP}:5307").parse().unwrap();
+    check_t8_against_application(
+        server,
+        "192.0.2.1",
+        5307,
+        &[
+            "--hook",
+            "ip_tx=tp_btf:net_dev_queue",
+            "--hook",
+            "dev_tx=tp_btf:net_dev_start_xmit",
+            "--hook",
+            "dev_rx=tp_btf:napi_gro_receive_entry",
+            "--hook",
+            "dev_rx=tp_btf:netif_rx",
+            "--hook",
+            "ip_rx=tp_btf:netif_receive_skb",
+        ],
+    );
 }
 
 #[test]
@@ -160,7 +190,7 @@ fn t8_agrees_with_the_applications_own_timing_ipv6() {
     }
     let _serial = host_support::serial();
     let server: SocketAddr = format!("[{SERVER_IP6}]:5302").parse().unwrap();
-    check_t8_against_application(server, "2001:db8::1", 5302);
+    check_t8_against_application(server, "2001:db8::1", 5302, &[]);
 }
 
 #[test]
@@ -455,7 +485,10 @@ fn function_hooks_are_a_per_kernel_option_refused_clearly_here() {
         ("ip_rx=kprobe:ip_rcv", "no kprobes"),
         ("ip_rx=fentry:ip_rcv", "refused"),
         ("ip_rx=fentry:tcp_v4_connect", "no struct sk_buff"),
-        ("tcp_rx=kprobe:tcp_rcv_established", "written for tracepoint"),
+        (
+            "tcp_rx=kprobe:tcp_rcv_established",
+            "written for tracepoint",
+        ),
     ] {
         let out = common::xdprobe()
             .args(["host", "--duration", "1s", "--hook", hook])
@@ -468,6 +501,10 @@ fn function_hooks_are_a_per_kernel_option_refused_clearly_here() {
             err.contains(&format!("host.hooks.{layer}")) && err.contains(why),
             "{hook}: {err}"
         );
-        assert_eq!(loaded_host_programs(), before, "{hook}: nothing left loaded");
+        assert_eq!(
+            loaded_host_programs(),
+            before,
+            "{hook}: nothing left loaded"
+        );
     }
 }

@@ -234,7 +234,7 @@ impl Layer {
         match self {
             Layer::TcpTx => &[Kind::TpBtf, Kind::RawTp],
             Layer::IpTx | Layer::DevTx | Layer::DevRx | Layer::IpRx => {
-                &[Kind::Tracepoint, Kind::Kprobe, Kind::Fentry]
+                &[Kind::Tracepoint, Kind::TpBtf, Kind::Kprobe, Kind::Fentry]
             }
             _ => &[Kind::Tracepoint],
         }

@@ -192,9 +192,14 @@ fn check_hook(kernel: &Kernel, layer: Layer, hook: &Hook) -> Result<(), String> 
                 .btf
                 .tracepoint_args(hook.tp_name())
                 .ok_or_else(|| format!("this kernel has no tracepoint {}", hook.tp_name()))?;
-            if args.first().map(String::as_str) != Some("struct sock *") {
+            let want = if layer == Layer::TcpTx {
+                "struct sock *"
+            } else {
+                "struct sk_buff *"
+            };
+            if args.first().map(String::as_str) != Some(want) {
                 return Err(format!(
-                    "its first argument is {:?}, not struct sock *",
+                    "its first argument is {:?}, not {want}",
                     args.first()
                 ));
             }
@@ -226,12 +231,22 @@ fn skb_arg(kernel: &Kernel, name: &str) -> Result<u8, String> {
 fn program_name(layer: Layer, kind: Kind, slot: usize) -> &'static str {
     let s = slot.min(2);
     match (layer, kind) {
+        (Layer::IpTx, Kind::TpBtf) => "stack_bt_ip_tx",
+        (Layer::DevTx, Kind::TpBtf) => "stack_bt_dev_tx",
+        (Layer::DevRx, Kind::TpBtf) => {
+            ["stack_bt_dev_rx0", "stack_bt_dev_rx1", "stack_bt_dev_rx2"][s]
+        }
+        (Layer::IpRx, Kind::TpBtf) => "stack_bt_ip_rx",
         (Layer::IpTx, Kind::Kprobe) => "stack_kp_ip_tx",
         (Layer::IpTx, Kind::Fentry) => "stack_fe_ip_tx",
         (Layer::DevTx, Kind::Kprobe) => "stack_kp_dev_tx",
         (Layer::DevTx, Kind::Fentry) => "stack_fe_dev_tx",
-        (Layer::DevRx, Kind::Kprobe) => ["stack_kp_dev_rx0", "stack_kp_dev_rx1", "stack_kp_dev_rx2"][s],
-        (Layer::DevRx, Kind::Fentry) => ["stack_fe_dev_rx0", "stack_fe_dev_rx1", "stack_fe_dev_rx2"][s],
+        (Layer::DevRx, Kind::Kprobe) => {
+            ["stack_kp_dev_rx0", "stack_kp_dev_rx1", "stack_kp_dev_rx2"][s]
+        }
+        (Layer::DevRx, Kind::Fentry) => {
+            ["stack_fe_dev_rx0", "stack_fe_dev_rx1", "stack_fe_dev_rx2"][s]
+        }
         (Layer::IpRx, Kind::Kprobe) => "stack_kp_ip_rx",
         (Layer::IpRx, Kind::Fentry) => "stack_fe_ip_rx",
         (Layer::SockTx, _) => "stack_send_length",
@@ -277,6 +292,9 @@ fn settings(
             let Some(slot) = l.layer.skb_slot(i) else {
                 continue;
             };
+            if h.kind == Kind::TpBtf {
+                continue; // the skb is the tracepoint's first argument
+            }
             if h.kind != Kind::Tracepoint {
                 skb_args[slot] = skb_arg(kernel, &h.target).map_err(|reason| ProbeError::Hook {
                     layer: l.layer.key(),
@@ -367,6 +385,25 @@ fn attach_tracepoint(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result
     }
     let (sys, ev) = event.split_once(':').unwrap_or(("", event));
     p.attach(sys, ev).map_err(err)?;
+    Ok(())
+}
+
+/// Loads and attaches a BTF-typed tracepoint program.
+fn attach_btf(
+    ebpf: &mut Ebpf,
+    kernel: &Kernel,
+    name: &'static str,
+    hook: &Hook,
+) -> Result<(), ProbeError> {
+    let err = |source| ProbeError::Program {
+        name,
+        hook: hook.to_string(),
+        source,
+    };
+    let p = ebpf.program_mut(name).ok_or(ProbeError::Missing(name))?;
+    let p: &mut BtfTracePoint = p.try_into().map_err(err)?;
+    p.load(hook.tp_name(), &kernel.aya_btf).map_err(err)?;
+    p.attach().map_err(err)?;
     Ok(())
 }
 
@@ -491,6 +528,7 @@ impl StackProbe {
                             Kind::Kprobe | Kind::Fentry => {
                                 attach_function(&mut ebpf, kernel, layer, name, h)?
                             }
+                            Kind::TpBtf => attach_btf(&mut ebpf, kernel, name, h)?,
                             _ => attach_tracepoint(&mut ebpf, name, &h.target)?,
                         }
                     }

@@ -122,8 +122,8 @@ fn load() -> Result<Lib, String> {
             Ok(p)
         }
     };
-    // SAFETY (each transmute below): the symbols are libpcap's public API
-    // functions, whose C prototypes (pcap/pcap.h) the types above spell.
+    // SAFETY: each symbol is a libpcap API function whose C prototype
+    // (pcap/pcap.h) the fn type it is transmuted to spells.
     unsafe {
         Ok(Lib {
             open_dead: std::mem::transmute::<*mut c_void, OpenDead>(sym(c"pcap_open_dead")?),

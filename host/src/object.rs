@@ -3,3 +3,6 @@
 
 /// Stack-layer latency programs (`host-prog/src/bin/stacklat.rs`).
 pub static STACKLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stacklat"));
+
+/// Kernel packet path tracer (`host-prog/src/bin/pathtrace.rs`).
+pub static PATHTRACE: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/pathtrace"));

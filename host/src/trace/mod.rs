@@ -5,5 +5,10 @@
 //! (`echo`), and the per-step statistics and picture (`report`, `plot`).
 
 pub mod attach;
+pub mod echo;
+pub mod list;
+pub mod plot;
 pub mod points;
 pub mod probe;
+pub mod record;
+pub mod report;

@@ -149,21 +149,15 @@ pub fn point_flags(name: &str) -> u16 {
 /// One spec as the user wrote it: a tracepoint pattern, or a function.
 enum Spec<'a> {
     Tracepoint(&'a str),
-    Function { kind: &'static str, name: &'a str },
+    Function { kind: &'static str },
 }
 
 fn parse_spec(s: &str) -> Spec<'_> {
-    if let Some(f) = s.strip_prefix("kprobe:") {
-        return Spec::Function {
-            kind: "kprobes",
-            name: f,
-        };
+    if s.starts_with("kprobe:") {
+        return Spec::Function { kind: "kprobes" };
     }
-    if let Some(f) = s.strip_prefix("fentry:") {
-        return Spec::Function {
-            kind: "fentry",
-            name: f,
-        };
+    if s.starts_with("fentry:") {
+        return Spec::Function { kind: "fentry" };
     }
     let t = s
         .strip_prefix("tracepoint:")
@@ -174,7 +168,6 @@ fn parse_spec(s: &str) -> Spec<'_> {
     } else {
         Spec::Function {
             kind: "kprobes or fentry",
-            name: t,
         }
     }
 }
@@ -192,7 +185,7 @@ pub fn resolve(kernel: &Kernel, specs: &[String]) -> Result<Vec<Point>, PointErr
             continue;
         }
         let pat = match parse_spec(spec) {
-            Spec::Function { kind, name: _ } => {
+            Spec::Function { kind } => {
                 return Err(match FunctionSupport::probe(kernel) {
                     FunctionSupport::Unavailable(why) => PointError::FunctionsUnavailable {
                         spec: spec.to_owned(),
@@ -330,10 +323,7 @@ mod tests {
         ));
         assert!(matches!(
             parse_spec("kprobe:ip_rcv"),
-            Spec::Function {
-                kind: "kprobes",
-                ..
-            }
+            Spec::Function { kind: "kprobes" }
         ));
         assert!(matches!(parse_spec("tcp_*"), Spec::Function { .. }));
     }

@@ -374,3 +374,64 @@ impl TraceProbe {
         self.ring.as_raw_fd()
     }
 }
+
+/// What a tracing run did, for its summary.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunStats {
+    pub kernel: TraceCounters,
+    /// Trails handed out, by how they ended.
+    pub trails: u64,
+    pub idle_collected: u64,
+}
+
+/// Runs the tracer until `done()` says so: trails the kernel finishes are
+/// handed to `out` as they come, idle ones (no step for `idle`) every
+/// 100 ms, and every trail still open once `done()` — after detaching.
+pub fn run(
+    probe: &mut TraceProbe,
+    idle: std::time::Duration,
+    done: &mut dyn FnMut() -> bool,
+    out: &mut dyn FnMut(&Trail),
+) -> RunStats {
+    use std::time::{Duration, Instant};
+    let idle_ns = idle.as_nanos() as u64;
+    let mut st = RunStats::default();
+    let mut last_gc = Instant::now();
+    loop {
+        if done() {
+            break;
+        }
+        let n = probe.drain(|t| {
+            st.trails += 1;
+            out(t);
+        });
+        if last_gc.elapsed() >= Duration::from_millis(100) {
+            let now = crate::stack::agent::monotonic_ns();
+            let c = probe.collect_idle(now, idle_ns, &mut |t| {
+                st.trails += 1;
+                out(t);
+            });
+            st.idle_collected += c as u64;
+            last_gc = Instant::now();
+        }
+        if n == 0 {
+            wait_readable(probe.fd(), 50);
+        }
+    }
+    st.kernel = probe.counters();
+    probe.stop(&mut |t| {
+        st.trails += 1;
+        out(t);
+    });
+    st
+}
+
+fn wait_readable(fd: RawFd, timeout_ms: i32) {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one valid pollfd; EINTR and timeouts are fine.
+    unsafe { libc::poll(&mut p, 1, timeout_ms) };
+}

@@ -33,6 +33,9 @@ enum Command {
     /// Where inside this host's kernel each TCP flow's time goes (T1…T8),
     /// for a duration or until Ctrl-C (root).
     Host(cmd::host::HostArgs),
+    /// Where a packet spends its time inside this kernel: tracepoints each
+    /// packet of a flow passes, per-step latency, an echo mode (root).
+    Trace(cmd::trace::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a),
         Command::CheckConfig(a) => cmd::check_config::run(a),
         Command::Host(a) => cmd::host::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
     };
     match result {
         Ok(code) => code,

@@ -5,3 +5,4 @@ pub mod demo;
 pub mod host;
 pub mod pcap;
 pub mod run;
+pub mod trace;

@@ -32,11 +32,15 @@ pub const POINT_FREE: u16 = 1 << 0;
 /// The record carries a drop reason at `TracePoint::reason_off`.
 pub const POINT_DROP: u16 = 1 << 1;
 /// The skb may already be gone when this fires (`net:net_dev_xmit` runs
-/// after the driver took it): only its address is used, to find a trail
-/// the same skb is on; no kernel memory is read through it.
+/// after the driver took it): no kernel memory is read through it; the
+/// step goes to the trail that handed this skb address to the driver
+/// (`POINT_ARM`) and has not seen its `POINT_AFTER` step yet.
 pub const POINT_AFTER: u16 = 1 << 2;
 /// A trail never starts here (free points, and whatever the user says).
 pub const POINT_NO_START: u16 = 1 << 3;
+/// The skb is handed to a driver here (`net:net_dev_start_xmit`): the
+/// next `POINT_AFTER` step of the same skb belongs to this trail.
+pub const POINT_ARM: u16 = 1 << 4;
 
 /// What `TRACE_POINTS` holds per point (index: the attach cookie).
 #[repr(C)]
@@ -211,6 +215,9 @@ pub struct Trail {
     /// and the first 8 bytes after the IP header (ports and TCP sequence
     /// number, UDP length and checksum, ICMP id and sequence).
     pub fp: u64,
+    /// The skb last handed to a driver (`POINT_ARM`), until its
+    /// `POINT_AFTER` step; 0: none.
+    pub armed: u64,
     /// The first bytes from the IP header, when the trail started.
     pub hdr: [u8; TRACE_HDR_BYTES],
     pub steps: [TraceStep; TRACE_MAX_STEPS],
@@ -230,6 +237,7 @@ impl Trail {
         caplen: 0,
         _pad: 0,
         fp: 0,
+        armed: 0,
         hdr: [0; TRACE_HDR_BYTES],
         steps: [TraceStep::ZERO; TRACE_MAX_STEPS],
     };
@@ -319,7 +327,7 @@ mod pod {
 const _: () = assert!(core::mem::size_of::<TracePoint>() == 8);
 const _: () = assert!(core::mem::size_of::<CbpfInsn>() == 8);
 const _: () = assert!(core::mem::size_of::<TraceStep>() == 24);
-const _: () = assert!(core::mem::size_of::<Trail>() == 56 + TRACE_HDR_BYTES + 24 * TRACE_MAX_STEPS);
+const _: () = assert!(core::mem::size_of::<Trail>() == 64 + TRACE_HDR_BYTES + 24 * TRACE_MAX_STEPS);
 const _: () = assert!(
     core::mem::size_of::<TraceSettings>() == 24 * 4 + 16 + 16 + 32 + 8 + 8 * TRACE_FILTER_MAX
 );

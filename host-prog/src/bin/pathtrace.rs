@@ -33,7 +33,7 @@ use aya_ebpf::{
 };
 use host_prog::{ETH_P_IP, ETH_P_IPV6, rd};
 use xdprobe_common::trace::{
-    POINT_AFTER, POINT_DROP, POINT_FREE, POINT_NO_START, TRACE_FILTER_MARK, TRACE_FILTER_MAX,
+    POINT_AFTER, POINT_ARM, POINT_DROP, POINT_FREE, POINT_NO_START, TRACE_FILTER_MARK, TRACE_FILTER_MAX,
     TRACE_FILTER_NETNS, TRACE_FILTER_PROG, TRACE_HDR_BYTES, TRACE_MAX_NETNS, TRACE_MAX_POINTS,
     TRACE_PKT_BYTES, TraceCounters, TracePoint, TraceScratch, TraceSettings,
     TraceStep, Trail, end,
@@ -76,6 +76,9 @@ static TRACE_COUNTERS: PerCpuArray<TraceCounters> = PerCpuArray::with_max_entrie
 static TRACE_SCRATCH: PerCpuArray<TraceScratch> = PerCpuArray::with_max_entries(1, 0);
 
 const BPF_NOEXIST: u64 = 1;
+/// User space drains the ring on a timer: waking it from inside the
+/// traced path (an irq_work per trail) would add to the steps it times.
+const BPF_RB_NO_WAKEUP: u64 = 1;
 
 #[derive(Clone, Copy)]
 enum Count {
@@ -172,7 +175,7 @@ fn append(t: &mut Trail, point: u16, now: u64, skb: u64) {
 #[inline(always)]
 fn finish(t: &mut Trail, why: u8) {
     t.end = why;
-    match TRACE_EVENTS.output::<Trail>(&*t, 0) {
+    match TRACE_EVENTS.output::<Trail>(&*t, BPF_RB_NO_WAKEUP) {
         Ok(()) => count(Count::Finished),
         Err(_) => count(Count::RingbufFull),
     }
@@ -221,7 +224,8 @@ fn step(p: &TracePoint, skb: u64, now: u64, reason: u32) {
             // one trail from two CPUs can only race on a step's slot,
             // which costs that step, never memory safety.
             let t = unsafe { &mut *t };
-            if t.skb == skb {
+            if t.armed == skb {
+                t.armed = 0;
                 append(t, p.id, now, 0);
             }
         }
@@ -240,21 +244,19 @@ fn step(p: &TracePoint, skb: u64, now: u64, reason: u32) {
     // SAFETY: this CPU's slot of a one-entry per-CPU array; programs do
     // not nest on one CPU.
     let s = unsafe { &mut *s };
-    // The packet as it is now: copied into the scratch space.
-    let Some(pkt) = copy_packet(skb, head, s) else {
-        count(Count::ReadFailed);
-        return;
-    };
     if let Some(t) = TRACE_TRAILS.get_ptr_mut(head) {
         // SAFETY: as above.
         let t = unsafe { &mut *t };
         // SAFETY: copied out at once.
         let known = t.skb == skb || (unsafe { TRACE_SKBS.get(skb) }).copied() == Some(head);
         let shared = if known { 0 } else { dataref(skb, head) };
-        if (known || shared > 1) && pkt.fp == t.fp {
+        if (known || shared > 1) && fp_now(skb, head, s) == Some(t.fp) {
             // The same packet, or a clone sharing its data.
             append(t, p.id, now, skb);
             t.skb = skb;
+            if p.flags & POINT_ARM != 0 {
+                t.armed = skb;
+            }
             if p.flags & POINT_FREE != 0 {
                 let _ = TRACE_SKBS.remove(skb);
                 let refs = if shared == 0 {
@@ -282,19 +284,23 @@ fn step(p: &TracePoint, skb: u64, now: u64, reason: u32) {
         count(Count::Reused);
         let _ = TRACE_TRAILS.remove(head);
         let _ = TRACE_SKBS.remove(old_skb);
-    } else if p.flags & POINT_FREE == 0 && rekey(p, skb, head, pkt.fp, now) {
+    } else if p.flags & POINT_FREE == 0 && rekey(p, skb, head, now, s) {
         return;
     }
     if p.flags & (POINT_FREE | POINT_NO_START) != 0 {
         return;
     }
+    let Some(pkt) = copy_packet(skb, head, s) else {
+        count(Count::ReadFailed);
+        return;
+    };
     start(p, skb, head, now, &pkt, s);
 }
 
 /// The skb is on a trail under another head: its data was reallocated
 /// (`pskb_expand_head`, linearisation). Moves the trail to the new head.
 #[inline(always)]
-fn rekey(p: &TracePoint, skb: u64, head: u64, fp: u64, now: u64) -> bool {
+fn rekey(p: &TracePoint, skb: u64, head: u64, now: u64, s: &mut TraceScratch) -> bool {
     // SAFETY: copied out at once.
     let Some(old) = (unsafe { TRACE_SKBS.get(skb) }).copied() else {
         return false;
@@ -308,10 +314,13 @@ fn rekey(p: &TracePoint, skb: u64, head: u64, fp: u64, now: u64) -> bool {
     };
     // SAFETY: as in `step`.
     let t = unsafe { &mut *t };
-    if t.skb != skb || t.fp != fp {
+    if t.skb != skb || fp_now(skb, head, s) != Some(t.fp) {
         return false;
     }
     append(t, p.id, now, skb);
+    if p.flags & POINT_ARM != 0 {
+        t.armed = skb;
+    }
     if TRACE_TRAILS.insert(head, &*t, BPF_NOEXIST).is_err() {
         count(Count::TableFull);
         return true;
@@ -333,25 +342,47 @@ struct Pkt {
     fp: u64,
 }
 
-/// Copies the packet from its IP header into `s.pkt` and fingerprints
-/// it. The IP header is where IP put it on the way out and where the
+/// Where the IP header is: where IP put it on the way out and where the
 /// stack put it on the way in (`network_header`); before either (a
 /// driver's receive) `data` is past the link header, or at it when the
-/// MAC header offset says so.
+/// MAC header offset says so. `data` is read only when needed.
+#[inline(always)]
+fn l3_of(skb: u64, head: u64, data: Option<u64>) -> Option<u64> {
+    let nh = rd::<u16>(skb, setting!(off.skb_network_header))?;
+    if nh != 0 && nh != 0xffff {
+        return Some(head + u64::from(nh));
+    }
+    let data = match data {
+        Some(d) => d,
+        None => rd::<u64>(skb, setting!(off.skb_data))?,
+    };
+    let mh = rd::<u16>(skb, setting!(off.skb_mac_header))?;
+    Some(if mh != 0xffff && data == head + u64::from(mh) {
+        data + 14
+    } else {
+        data
+    })
+}
+
+/// The packet's fingerprint now (two or three kernel reads and one copy
+/// of its first bytes into the scratch space).
+#[inline(always)]
+fn fp_now(skb: u64, head: u64, s: &mut TraceScratch) -> Option<u64> {
+    let l3 = l3_of(skb, head, None)?;
+    // SAFETY: copies TRACE_PKT_BYTES of kernel memory into a buffer of
+    // that size; the helper fails cleanly on a bad address.
+    unsafe { bpf_probe_read_kernel_buf(l3 as *const u8, &mut s.pkt) }.ok()?;
+    Some(fingerprint(&s.pkt))
+}
+
+/// Copies the packet from its IP header into `s.pkt`, with what the
+/// filter needs to know about it, and fingerprints it.
 #[inline(always)]
 fn copy_packet(skb: u64, head: u64, s: &mut TraceScratch) -> Option<Pkt> {
     let data = rd::<u64>(skb, setting!(off.skb_data))?;
     let len = rd::<u32>(skb, setting!(off.skb_len))?;
     let data_len = rd::<u32>(skb, setting!(xoff.skb_data_len))?;
-    let nh = rd::<u16>(skb, setting!(off.skb_network_header))?;
-    let mh = rd::<u16>(skb, setting!(off.skb_mac_header))?;
-    let l3 = if nh != 0 && nh != 0xffff {
-        head + u64::from(nh)
-    } else if mh != 0xffff && data == head + u64::from(mh) {
-        data + 14
-    } else {
-        data
-    };
+    let l3 = l3_of(skb, head, Some(data))?;
     let linear_end = data + u64::from(len.saturating_sub(data_len));
     if l3 < head || l3 > linear_end {
         return None;
@@ -373,7 +404,7 @@ fn copy_packet(skb: u64, head: u64, s: &mut TraceScratch) -> Option<Pkt> {
     Some(Pkt {
         caplen,
         total,
-        fp: fingerprint(&s.pkt, caplen),
+        fp: fingerprint(&s.pkt),
     })
 }
 
@@ -396,9 +427,11 @@ fn word(pkt: &[u8; TRACE_PKT_BYTES], off: usize) -> u32 {
 /// The fields that stay the same while a packet crosses this host's stack
 /// and differ between packets: not TTL, checksum, ECN or lengths (GRO
 /// merges change those). Address or port translation changes it: a NATed
-/// packet continues as a new trail.
+/// packet continues as a new trail. The 8 bytes after the IP header are
+/// taken whether or not they are in the linear data (headers always are
+/// at the traced points), so every step computes the same value.
 #[inline(always)]
-fn fingerprint(pkt: &[u8; TRACE_PKT_BYTES], caplen: u32) -> u64 {
+fn fingerprint(pkt: &[u8; TRACE_PKT_BYTES]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let (l4, end) = if pkt[0] >> 4 == 4 {
         // ID, protocol, addresses.
@@ -414,7 +447,7 @@ fn fingerprint(pkt: &[u8; TRACE_PKT_BYTES], caplen: u32) -> u64 {
         }
         (40, 40)
     };
-    if (l4 as u32) + 8 <= caplen && l4 >= end {
+    if l4 >= end {
         h = mix(h, word(pkt, l4));
         h = mix(h, word(pkt, l4 + 4));
     }
@@ -479,6 +512,7 @@ fn start(p: &TracePoint, skb: u64, head: u64, now: u64, pkt: &Pkt, s: &mut Trace
     };
     t._pad = 0;
     t.fp = pkt.fp;
+    t.armed = if p.flags & POINT_ARM != 0 { skb } else { 0 };
     for i in 0..TRACE_HDR_BYTES {
         t.hdr[i] = s.pkt[i];
     }

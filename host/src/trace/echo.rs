@@ -173,61 +173,77 @@ impl SendPlan {
     }
 }
 
-/// Sends the plan's probes from `sock`, paced, reading replies in
-/// between and for `wait` after; stops early when `stop` is set.
+/// Sends the plan's probes from `sock`, paced, while a second thread
+/// reads the replies (blocking, so each round trip is timed when the
+/// reply arrives, not when a pacing sleep ends), for `wait` after the
+/// last; stops early when `stop` is set.
 pub fn send(sock: &UdpSocket, plan: &SendPlan, stop: &AtomicBool) -> Result<SendStats, EchoError> {
     plan.check()?;
-    sock.set_nonblocking(true)?;
-    let mut st = SendStats::default();
-    let mut seen = vec![false; plan.count as usize];
-    let mut out = vec![0u8; plan.size];
-    let mut inb = vec![0u8; 65536];
+    let rx = sock.try_clone()?;
+    rx.set_read_timeout(Some(Duration::from_millis(20)))?;
+    let sending = AtomicBool::new(true);
     let gap = Duration::from_secs_f64(1.0 / plan.rate);
-    let started = Instant::now();
-    let mut reap = |st: &mut SendStats| {
-        while let Ok((n, _)) = sock.recv_from(&mut inb) {
-            let p = &inb[..n];
-            let (Some((run, seq, Direction::Reply)), Some(t0)) = (parse_mark(p), sent_ns(p)) else {
-                continue;
-            };
-            let Some(slot) = seen.get_mut(seq as usize) else {
-                continue;
-            };
-            if run != plan.run || *slot {
-                continue;
+    let mut out = vec![0u8; plan.size];
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut st = SendStats::default();
+            let mut seen = vec![false; plan.count as usize];
+            let mut inb = vec![0u8; 65536];
+            let mut until: Option<Instant> = None;
+            loop {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                if until.is_none() && !sending.load(Ordering::Acquire) {
+                    until = Some(Instant::now() + plan.wait);
+                }
+                if until.is_some_and(|u| Instant::now() >= u) {
+                    break;
+                }
+                let Ok((n, _)) = rx.recv_from(&mut inb) else {
+                    continue;
+                };
+                let now = crate::stack::agent::monotonic_ns();
+                let p = &inb[..n];
+                let (Some((run, seq, Direction::Reply)), Some(t0)) = (parse_mark(p), sent_ns(p))
+                else {
+                    continue;
+                };
+                let Some(slot) = seen.get_mut(seq as usize) else {
+                    continue;
+                };
+                if run != plan.run || *slot {
+                    continue;
+                }
+                *slot = true;
+                st.received += 1;
+                st.rtt.add(now.saturating_sub(t0));
             }
-            *slot = true;
-            st.received += 1;
-            st.rtt
-                .add(crate::stack::agent::monotonic_ns().saturating_sub(t0));
-        }
-    };
-    for seq in 0..plan.count {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let due = started + gap * seq;
-        loop {
-            reap(&mut st);
-            let now = Instant::now();
-            if now >= due {
+            st
+        });
+        let started = Instant::now();
+        let (mut sent, mut errors) = (0u32, 0u32);
+        for seq in 0..plan.count {
+            if stop.load(Ordering::Relaxed) {
                 break;
             }
-            std::thread::sleep((due - now).min(Duration::from_millis(1)));
+            let due = started + gap * seq;
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            write_mark(&mut out, plan.run, seq, crate::stack::agent::monotonic_ns());
+            match sock.send_to(&out, plan.target) {
+                Ok(_) => sent += 1,
+                Err(_) => errors += 1,
+            }
         }
-        write_mark(&mut out, plan.run, seq, crate::stack::agent::monotonic_ns());
-        match sock.send_to(&out, plan.target) {
-            Ok(_) => st.sent += 1,
-            Err(_) => st.send_errors += 1,
-        }
-    }
-    let until = Instant::now() + plan.wait;
-    while Instant::now() < until && st.received < st.sent && !stop.load(Ordering::Relaxed) {
-        reap(&mut st);
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    reap(&mut st);
-    Ok(st)
+        sending.store(false, Ordering::Release);
+        let mut st = reader.join().unwrap_or_default();
+        st.sent = sent;
+        st.send_errors = errors;
+        Ok(st)
+    })
 }
 
 /// A run ID that differs between runs (time and process mixed).

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use xdprobe_common::trace::{
-    POINT_AFTER, POINT_DROP, POINT_FREE, POINT_NO_START, TRACE_MAX_POINTS,
+    POINT_AFTER, POINT_ARM, POINT_DROP, POINT_FREE, POINT_NO_START, TRACE_MAX_POINTS,
 };
 
 use crate::kernel::{Kernel, tracefs::TracefsError};
@@ -36,6 +36,8 @@ pub enum PointError {
     FunctionsUnsupported(String),
     #[error("no points chosen")]
     Empty,
+    #[error("net:net_dev_xmit is matched to the net:net_dev_start_xmit before it: trace both")]
+    XmitWithoutStart,
     #[error("{n} points chosen; at most {max} per run")]
     TooMany { n: usize, max: u32 },
     #[error("{path}:{line}: {source}")]
@@ -135,12 +137,14 @@ fn is_pattern(s: &str) -> bool {
     s.contains(['*', '?'])
 }
 
-/// How a point behaves, from its name: frees end trails, `net_dev_xmit`
-/// fires after the driver owns (and may have freed) the skb.
+/// How a point behaves, from its name: frees end trails; `net_dev_xmit`
+/// fires after the driver owns (and may have freed) the skb, and is
+/// matched to the `net_dev_start_xmit` before it.
 pub fn point_flags(name: &str) -> u16 {
     match name {
         "skb:consume_skb" => POINT_FREE | POINT_NO_START,
         "skb:kfree_skb" => POINT_FREE | POINT_DROP | POINT_NO_START,
+        "net:net_dev_start_xmit" => POINT_ARM,
         "net:net_dev_xmit" => POINT_AFTER | POINT_NO_START,
         _ => 0,
     }
@@ -240,6 +244,10 @@ pub fn resolve(kernel: &Kernel, specs: &[String]) -> Result<Vec<Point>, PointErr
     }
     if out.is_empty() {
         return Err(PointError::Empty);
+    }
+    let has = |n: &str| out.iter().any(|p| p.name == n);
+    if has("net:net_dev_xmit") && !has("net:net_dev_start_xmit") {
+        return Err(PointError::XmitWithoutStart);
     }
     if out.len() > TRACE_MAX_POINTS as usize {
         return Err(PointError::TooMany {

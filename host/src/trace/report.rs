@@ -7,7 +7,9 @@
 //!   step's latency in path order (what the waterfall draws);
 //! - every step seen on any trail (a pair of point names), however often;
 //! - queueing: from `qdisc:qdisc_enqueue` to the next `qdisc:qdisc_dequeue`
-//!   on the same trail (the time the packet sat in the qdisc).
+//!   on the same trail (the time the packet sat in the qdisc), or to the
+//!   next `net:net_dev_start_xmit` when no dequeue was reported for it
+//!   (`qdisc_dequeue` names only the first packet of a bulk dequeue).
 //!
 //! Figures are min / mean / p50 / p99 / max in µs (`stack::stats`).
 
@@ -21,6 +23,9 @@ use crate::trace::record::TrailRecord;
 
 pub const ENQUEUE: &str = "qdisc:qdisc_enqueue";
 pub const DEQUEUE: &str = "qdisc:qdisc_dequeue";
+/// Where queueing ends when the qdisc reported no dequeue for the packet
+/// (a bulk dequeue names only its first packet).
+pub const START_XMIT: &str = "net:net_dev_start_xmit";
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepStat {
@@ -46,7 +51,7 @@ pub struct GroupReport {
     pub path_total: Option<Summary>,
     /// Every step on any trail, most frequent first.
     pub steps: Vec<StepStat>,
-    /// qdisc_enqueue → qdisc_dequeue.
+    /// qdisc_enqueue → qdisc_dequeue (or → net_dev_start_xmit).
     pub queueing: Option<Summary>,
 }
 
@@ -110,7 +115,7 @@ fn group(name: &str, trails: &[&TrailRecord]) -> GroupReport {
         for s in &t.steps {
             if s.point == ENQUEUE {
                 enq = Some(s.t_ns);
-            } else if s.point == DEQUEUE
+            } else if (s.point == DEQUEUE || s.point == START_XMIT)
                 && let Some(e) = enq.take()
             {
                 queueing.add(s.t_ns.saturating_sub(e));

@@ -107,7 +107,10 @@ fn list_agrees_with_tracefs_and_kallsyms() {
 
     // Tracepoints and their skb fields, counted from tracefs directly.
     let (mut want_tps, mut want_skb) = (0usize, 0usize);
-    for sys in std::fs::read_dir(tracefs().join("events")).unwrap().flatten() {
+    for sys in std::fs::read_dir(tracefs().join("events"))
+        .unwrap()
+        .flatten()
+    {
         let Ok(evs) = std::fs::read_dir(sys.path()) else {
             continue;
         };
@@ -237,7 +240,14 @@ fn missing_points_are_clear_errors_and_nothing_stays_attached() {
     let dir = TempDir::new("trace-term");
     let log = dir.0.join("run.log");
     let mut child = Command::new(XDPROBE)
-        .args(["trace", "run", "--points", "net:*,skb:*,qdisc:*", "--duration", "30s"])
+        .args([
+            "trace",
+            "run",
+            "--points",
+            "net:*,skb:*,qdisc:*",
+            "--duration",
+            "30s",
+        ])
         .args(["--flow", "udp port 9", "--out"])
         .arg(dir.0.join("t.jsonl"))
         .stdin(Stdio::null())
@@ -293,23 +303,42 @@ struct Run {
 /// Sends probes from A to B's listener and reports them.
 fn echo(p: &Pair, dir: &Path, tag: &str, rate: u32, count: u32) -> Run {
     let out = dir.join(format!("{tag}.jsonl"));
-    let o = p.a.command(XDPROBE)
-        .args(["trace", "echo", "--send", &format!("{B_IP}:7")])
-        .args(["--rate", &rate.to_string(), "--count", &count.to_string()])
-        .args(["--idle", "300ms", "--wait", "300ms", "--stats", "--out"])
-        .arg(&out)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let o =
+        p.a.command(XDPROBE)
+            .args(["trace", "echo", "--send", &format!("{B_IP}:7")])
+            .args(["--rate", &rate.to_string(), "--count", &count.to_string()])
+            .args(["--idle", "300ms", "--wait", "300ms", "--stats", "--out"])
+            .arg(&out)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
     let err = text(&o.stderr);
     assert!(o.status.success(), "{tag}: {err}");
-    eprintln!("{tag}: {}", err.lines().filter(|l| !l.contains("INFO")).collect::<Vec<_>>().join("\n"));
+    eprintln!(
+        "{tag}: {}",
+        err.lines()
+            .filter(|l| !l.contains("INFO"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     let line = err.lines().find(|l| l.starts_with("probes:")).unwrap();
     let num_before = |word: &str| -> f64 {
         let i = line.find(word).unwrap();
-        line[..i].split_whitespace().last().unwrap().trim_end_matches(',').parse().unwrap()
+        line[..i]
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .trim_end_matches(',')
+            .parse()
+            .unwrap()
     };
-    let p50 = line.split("p50 ").nth(1).unwrap().split(' ').next().unwrap();
+    let p50 = line
+        .split("p50 ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
     let rep = xdprobe(&["trace", "report", "--json", out.to_str().unwrap()]);
     assert!(rep.status.success(), "{}", text(&rep.stderr));
     let trails = std::fs::read_to_string(&out)
@@ -386,10 +415,21 @@ fn echo_paths_and_tbf_queueing() {
     let p = pair();
     // A qdisc that never shapes (10 Gbit/s), so the baseline path has the
     // qdisc steps too (a veth has no qdisc by default).
-    p.a.exec(&["tc", "qdisc", "add", "dev", A_DEV, "root", "tbf", "rate", "10gbit", "burst", "1mb", "latency", "100ms"]);
+    p.a.exec(&[
+        "tc", "qdisc", "add", "dev", A_DEV, "root", "tbf", "rate", "10gbit", "burst", "1mb",
+        "latency", "100ms",
+    ]);
     let mut listener = spawn_in(
         &p.b,
-        &[XDPROBE, "trace", "echo", "--listen", "7", "--duration", "60s"],
+        &[
+            XDPROBE,
+            "trace",
+            "echo",
+            "--listen",
+            "7",
+            "--duration",
+            "60s",
+        ],
         &dir.0.join("listen.log"),
     );
     struct Kill<'a>(&'a mut std::process::Child);
@@ -448,18 +488,31 @@ fn echo_paths_and_tbf_queueing() {
     for t in &base.trails {
         let pr = &t["probe"];
         assert!(pr.is_object(), "a trail that is not a probe: {t}");
-        assert!(seen.insert((pr["dir"].to_string(), pr["seq"].as_u64().unwrap())), "{t}");
+        assert!(
+            seen.insert((pr["dir"].to_string(), pr["seq"].as_u64().unwrap())),
+            "{t}"
+        );
     }
     assert_eq!(seen.len(), 600);
-    let first_req = base.trails.iter().find(|t| t["probe"]["dir"] == "request" && t["steps"].as_array().unwrap().len() >= 7).unwrap();
+    let first_req = base
+        .trails
+        .iter()
+        .find(|t| t["probe"]["dir"] == "request" && t["steps"].as_array().unwrap().len() >= 7)
+        .unwrap();
     let steps = first_req["steps"].as_array().unwrap();
     assert_eq!(steps[0]["netns"].as_u64(), Some(ia), "{first_req}");
-    let rx = steps.iter().find(|s| s["point"] == "net:netif_receive_skb").unwrap();
+    let rx = steps
+        .iter()
+        .find(|s| s["point"] == "net:netif_receive_skb")
+        .unwrap();
     assert_eq!(rx["netns"].as_u64(), Some(ib), "{first_req}");
 
     // ---- shaped: 4 Mbit/s, queue kept full by a background flow ----
     const RATE_BYTES: f64 = 4e6 / 8.0;
-    p.a.exec(&["tc", "qdisc", "replace", "dev", A_DEV, "root", "tbf", "rate", "4mbit", "burst", "5kb", "limit", "20kb"]);
+    p.a.exec(&[
+        "tc", "qdisc", "replace", "dev", A_DEV, "root", "tbf", "rate", "4mbit", "burst", "5kb",
+        "limit", "20kb",
+    ]);
     let stop = AtomicBool::new(false);
     let (shaped, backlog) = std::thread::scope(|s| {
         // 1000-byte datagrams to B's port 9 at 1.5× the shaper's rate,
@@ -540,7 +593,12 @@ fn echo_paths_and_tbf_queueing() {
             };
             eprintln!("  {} → {}: p50 {p0:.1} → {p1:.1} µs", k0.0, k0.1);
             compared += 1;
-            if k0 == ("qdisc:qdisc_enqueue".to_owned(), "qdisc:qdisc_dequeue".to_owned()) {
+            if k0
+                == (
+                    "qdisc:qdisc_enqueue".to_owned(),
+                    "qdisc:qdisc_dequeue".to_owned(),
+                )
+            {
                 continue;
             }
             assert!(
@@ -552,9 +610,107 @@ fn echo_paths_and_tbf_queueing() {
         }
         assert!(compared >= 5, "{g0}\n{g1}");
     }
-    assert!(in_order(&path(sreq), &["net:net_dev_queue", "qdisc:qdisc_enqueue", "qdisc:qdisc_dequeue", "net:net_dev_start_xmit", "net:netif_receive_skb"]));
+    assert!(in_order(
+        &path(sreq),
+        &[
+            "net:net_dev_queue",
+            "qdisc:qdisc_enqueue",
+            "qdisc:qdisc_dequeue",
+            "net:net_dev_start_xmit",
+            "net:netif_receive_skb"
+        ]
+    ));
     // The background datagrams (port 9) never started a trail.
     for t in &shaped.trails {
         assert!(t["probe"].is_object(), "{t}");
     }
+}
+
+#[test]
+fn drops_end_trails_with_the_kernels_reason() {
+    if !require_root("drops_end_trails_with_the_kernels_reason") {
+        return;
+    }
+    let _g = serial();
+    let dir = TempDir::new("trace-drop");
+    let p = pair();
+    let before = attached();
+    let out = dir.0.join("drops.jsonl");
+    let log = dir.0.join("run.log");
+    let mut child = Command::new(XDPROBE)
+        .args([
+            "trace",
+            "run",
+            "--points",
+            "net:*,skb:*",
+            "--duration",
+            "20s",
+        ])
+        .args([
+            "--flow",
+            &format!("udp and dst host {B_IP} and dst port 9"),
+            "--idle",
+            "300ms",
+            "--out",
+        ])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(20), "the tracer to attach", || {
+        attached().1.len() >= before.1.len() + 10
+    });
+    // Nothing listens on B's port 9: UDP drops each datagram (no socket).
+    p.a.run(|| {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        for i in 0..20u8 {
+            s.send_to(&[i; 32], (B_IP, 9)).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    signal(child.id(), libc::SIGTERM);
+    let st = wait_exit(&mut child, Duration::from_secs(10), "trace run");
+    assert!(st.success(), "{}", std::fs::read_to_string(&log).unwrap());
+    // The reason's number as the tracepoint itself prints it.
+    let fmt = std::fs::read_to_string(tracefs().join("events/skb/kfree_skb/format")).unwrap();
+    let i = fmt
+        .find("\"NO_SOCKET\"")
+        .expect("NO_SOCKET in kfree_skb's print fmt");
+    let no_socket: u64 = fmt[..i]
+        .rsplit('{')
+        .next()
+        .unwrap()
+        .trim()
+        .trim_end_matches(',')
+        .parse()
+        .unwrap();
+    let trails: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let dropped: Vec<&Value> = trails.iter().filter(|t| t["end"] == "dropped").collect();
+    eprintln!(
+        "{} trails, {} dropped; NO_SOCKET = {no_socket}",
+        trails.len(),
+        dropped.len()
+    );
+    assert_eq!(dropped.len(), 20, "{trails:?}");
+    for t in dropped {
+        assert_eq!(t["drop_reason"].as_u64(), Some(no_socket), "{t}");
+        assert_eq!(t["drop_reason_name"], "NO_SOCKET", "{t}");
+        assert_eq!(t["flow"]["dport"], 9);
+        let steps = t["steps"].as_array().unwrap();
+        assert_eq!(steps.last().unwrap()["point"], "skb:kfree_skb", "{t}");
+        assert_eq!(steps[0]["point"], "net:net_dev_queue", "{t}");
+    }
+    let rep = xdprobe(&["trace", "report", out.to_str().unwrap()]);
+    assert!(
+        text(&rep.stdout).contains("drops: NO_SOCKET 20"),
+        "{}",
+        text(&rep.stdout)
+    );
 }

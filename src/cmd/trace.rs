@@ -192,7 +192,9 @@ fn list_cmd(a: ListArgs) -> anyhow::Result<ExitCode> {
             "{:<10} {:<48} {:<9} {}",
             e.kind.as_str(),
             e.name,
-            e.skb.as_deref().map_or("-".to_owned(), |s| format!("skb:{s}")),
+            e.skb
+                .as_deref()
+                .map_or("-".to_owned(), |s| format!("skb:{s}")),
             if e.attachable {
                 "attachable"
             } else if e.kind == EntryKind::Function {
@@ -278,7 +280,9 @@ fn start(kernel: &Kernel, opts: &TraceOptions) -> Result<TraceProbe, anyhow::Res
             Ok(p)
         }
         Err(e) if e.is_setup_error() => Err(setup_error(error_chain(&e))),
-        Err(e) => Err(Err(anyhow::anyhow!(error_chain(&e)).context("starting the path tracer"))),
+        Err(e) => Err(Err(
+            anyhow::anyhow!(error_chain(&e)).context("starting the path tracer")
+        )),
     }
 }
 
@@ -339,15 +343,12 @@ fn text_line(r: &TrailRecord) -> String {
             format!("+{:.1}µs {name}", d as f64 / 1000.0)
         })
         .collect();
-    let end = match r.drop_reason {
-        Some(reason) => format!("dropped (reason {reason})"),
-        None => r.end.clone(),
+    let end = match (&r.drop_reason_name, r.drop_reason) {
+        (Some(name), _) => format!("dropped: {name}"),
+        (None, Some(reason)) => format!("dropped (reason {reason})"),
+        (None, None) => r.end.clone(),
     };
-    format!(
-        "{flow}{probe} len {} [{end}]: {}",
-        r.len,
-        steps.join(" ")
-    )
+    format!("{flow}{probe} len {} [{end}]: {}", r.len, steps.join(" "))
 }
 
 fn print_stats(st: &RunStats, written: u64) {
@@ -372,17 +373,27 @@ fn print_stats(st: &RunStats, written: u64) {
 
 /// Runs the tracer until `done()`, converting trails and writing them.
 fn trace_into(
+    kernel: &Kernel,
     probe: &mut TraceProbe,
     idle: Duration,
     sink: &mut Sink,
     done: &mut dyn FnMut() -> bool,
 ) -> anyhow::Result<(RunStats, u64)> {
     let names: Vec<String> = probe.points.iter().map(|p| p.name.clone()).collect();
+    let reasons = kernel
+        .btf
+        .enum_values("skb_drop_reason")
+        .unwrap_or_default();
     let clock = WallClock::now();
     let mut written = 0u64;
     let mut err = None;
     let st = probe::run(probe, idle, done, &mut |t: &Trail| {
-        let r = TrailRecord::from_trail(t, &names, |ns| clock.unix_us(ns));
+        let mut r = TrailRecord::from_trail(t, &names, |ns| clock.unix_us(ns));
+        r.drop_reason_name = r.drop_reason.and_then(|n| {
+            reasons
+                .get(&n)
+                .map(|s| s.trim_start_matches("SKB_DROP_REASON_").to_owned())
+        });
         match sink.write(&r) {
             Ok(()) => written += 1,
             Err(e) => {
@@ -415,7 +426,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let stop = stop_flag()?;
     let started = Instant::now();
-    let (st, written) = trace_into(&mut probe, a.tracer.idle, &mut sink, &mut || {
+    let (st, written) = trace_into(&kernel, &mut probe, a.tracer.idle, &mut sink, &mut || {
         stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| started.elapsed() >= d)
     })?;
     if a.tracer.stats {
@@ -478,7 +489,7 @@ fn echo_cmd(a: EchoArgs) -> anyhow::Result<ExitCode> {
     let (sent, st, written) = std::thread::scope(|s| -> anyhow::Result<_> {
         let sender = s.spawn(|| echo::send(&sock, &plan, &stop));
         let mut finished_at: Option<Instant> = None;
-        let (st, written) = trace_into(&mut probe, idle, &mut sink, &mut || {
+        let (st, written) = trace_into(&kernel, &mut probe, idle, &mut sink, &mut || {
             if stop.load(Ordering::Relaxed) {
                 return true;
             }
@@ -528,7 +539,10 @@ fn listen_cmd(a: &EchoArgs, port: u16) -> anyhow::Result<ExitCode> {
     let Some(out) = a.out.clone() else {
         tracing::info!(%addr, "returning probes");
         let st = echo::listen(&sock, a.duration, &stop)?;
-        eprintln!("probes: {} returned, {} other datagrams ignored", st.echoed, st.ignored);
+        eprintln!(
+            "probes: {} returned, {} other datagrams ignored",
+            st.echoed, st.ignored
+        );
         return Ok(ExitCode::SUCCESS);
     };
     // Two-host mode: trace this side too.
@@ -546,7 +560,7 @@ fn listen_cmd(a: &EchoArgs, port: u16) -> anyhow::Result<ExitCode> {
     };
     let (ls, st, written) = std::thread::scope(|s| -> anyhow::Result<_> {
         let l = s.spawn(|| echo::listen(&sock, a.duration, &stop));
-        let (st, written) = trace_into(&mut probe, a.tracer.idle, &mut sink, &mut || {
+        let (st, written) = trace_into(&kernel, &mut probe, a.tracer.idle, &mut sink, &mut || {
             l.is_finished()
         })?;
         let ls = l
@@ -567,7 +581,8 @@ fn listen_cmd(a: &EchoArgs, port: u16) -> anyhow::Result<ExitCode> {
 }
 
 fn report_cmd(a: ReportArgs) -> anyhow::Result<ExitCode> {
-    let f = std::fs::File::open(&a.file).with_context(|| format!("opening {}", a.file.display()))?;
+    let f =
+        std::fs::File::open(&a.file).with_context(|| format!("opening {}", a.file.display()))?;
     let trails = report::read_trails(std::io::BufReader::new(f))
         .with_context(|| format!("reading {}", a.file.display()))?;
     let r = report::report(&trails);

@@ -492,6 +492,23 @@ impl Btf {
         out
     }
 
+    /// The values of enum `name` (`BTF_KIND_ENUM`, 32-bit), by value.
+    pub fn enum_values(&self, name: &str) -> Option<HashMap<u32, &str>> {
+        let t = self
+            .types
+            .iter()
+            .skip(1)
+            .find(|t| t.kind == Kind::Enum && self.str_at(t.name_off) == name)?;
+        let mut out = HashMap::new();
+        for i in 0..usize::from(t.vlen) {
+            let at = t.extra + 8 * i;
+            let n = u32_at(&self.data, at).ok()?;
+            let v = u32_at(&self.data, at + 4).ok()?;
+            out.insert(v, self.str_at(n));
+        }
+        Some(out)
+    }
+
     /// Names of all functions (`BTF_KIND_FUNC`): what fentry could attach to.
     pub fn functions(&self) -> impl Iterator<Item = &str> {
         self.types

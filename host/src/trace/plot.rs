@@ -129,6 +129,7 @@ mod tests {
             first_us: 0,
             end: "consumed".into(),
             drop_reason: None,
+            drop_reason_name: None,
             len: 60,
             flow: None,
             probe: Some(ProbeRecord {

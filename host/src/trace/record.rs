@@ -54,6 +54,9 @@ pub struct TrailRecord {
     /// Kernel drop reason number (`enum skb_drop_reason`) when dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop_reason: Option<u32>,
+    /// Its name in the running kernel (`NO_SOCKET`, `QDISC_DROP`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drop_reason_name: Option<String>,
     /// Bytes from the IP header on, when the trail started.
     pub len: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,6 +162,7 @@ impl TrailRecord {
             first_us: unix_us(first),
             end: end_name(t.end).to_owned(),
             drop_reason: (t.end == end::DROPPED).then_some(t.drop_reason),
+            drop_reason_name: None,
             len: t.pkt_len,
             flow: flow.map(|(f, _)| f),
             probe,

@@ -42,6 +42,8 @@ pub struct GroupReport {
     pub trails: u64,
     /// Trails by how they ended.
     pub ends: BTreeMap<String, u64>,
+    /// Dropped trails by the kernel's reason.
+    pub drops: BTreeMap<String, u64>,
     /// The most common sequence of points, and how many trails took it.
     pub common_path: Vec<String>,
     pub common_count: u64,
@@ -99,11 +101,16 @@ fn group_of(t: &TrailRecord) -> &'static str {
 
 fn group(name: &str, trails: &[&TrailRecord]) -> GroupReport {
     let mut ends: BTreeMap<String, u64> = BTreeMap::new();
+    let mut drops: BTreeMap<String, u64> = BTreeMap::new();
     let mut paths: HashMap<Vec<&str>, u64> = HashMap::new();
     let mut pairs: HashMap<(&str, &str), Samples> = HashMap::new();
     let mut queueing = Samples::default();
     for t in trails {
         *ends.entry(t.end.clone()).or_default() += 1;
+        if let Some(n) = t.drop_reason {
+            let k = t.drop_reason_name.clone().unwrap_or_else(|| n.to_string());
+            *drops.entry(k).or_default() += 1;
+        }
         *paths.entry(t.path()).or_default() += 1;
         for w in t.steps.windows(2) {
             pairs
@@ -157,6 +164,7 @@ fn group(name: &str, trails: &[&TrailRecord]) -> GroupReport {
         name: name.to_owned(),
         trails: trails.len() as u64,
         ends,
+        drops,
         common_path: common.iter().map(|s| s.to_string()).collect(),
         common_count,
         path_steps,
@@ -211,6 +219,10 @@ pub fn write_text(w: &mut dyn Write, r: &Report) -> io::Result<()> {
             g.trails,
             ends.join(", ")
         )?;
+        if !g.drops.is_empty() {
+            let d: Vec<String> = g.drops.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            writeln!(w, "drops: {}", d.join(", "))?;
+        }
         let path: Vec<&str> = g.common_path.iter().map(|p| short(p)).collect();
         writeln!(
             w,
@@ -272,6 +284,7 @@ mod tests {
             first_us: 0,
             end: "consumed".into(),
             drop_reason: None,
+            drop_reason_name: None,
             len: 60,
             flow: None,
             probe: dir.map(|dir| ProbeRecord {

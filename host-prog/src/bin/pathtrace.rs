@@ -300,6 +300,10 @@ fn step(p: &TracePoint, skb: u64, now: u64, reason: u32) {
 /// The skb is on a trail under another head: its data was reallocated
 /// (`pskb_expand_head`, linearisation). Moves the trail to the new head.
 #[inline(always)]
+#[expect(
+    clippy::needless_borrows_for_generic_args,
+    reason = "by value, the 900-byte trail would be copied onto the 512-byte eBPF stack"
+)]
 fn rekey(p: &TracePoint, skb: u64, head: u64, now: u64, s: &mut TraceScratch) -> bool {
     // SAFETY: copied out at once.
     let Some(old) = (unsafe { TRACE_SKBS.get(skb) }).copied() else {
@@ -470,6 +474,10 @@ fn netns_ok(netns: u32) -> bool {
 
 /// A packet without a trail: starts one if it passes the filters.
 #[inline(always)]
+#[expect(
+    clippy::needless_borrows_for_generic_args,
+    reason = "by value, the 900-byte trail would be copied onto the 512-byte eBPF stack"
+)]
 fn start(p: &TracePoint, skb: u64, head: u64, now: u64, pkt: &Pkt, s: &mut TraceScratch) {
     let flags = setting!(flags);
     let Some(proto) = rd::<u16>(skb, setting!(off.skb_protocol)) else {

@@ -337,6 +337,21 @@ mod tests {
     }
 
     #[test]
+    fn point_files_skip_comments_and_blanks_and_keep_line_numbers() {
+        let dir = std::env::temp_dir().join(format!("xdprobe-points-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("p");
+        std::fs::write(&f, "# header\n\nnet:*\n  skb:kfree_skb  # drops\n").unwrap();
+        let got = read_file(&f).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            got,
+            [(3, "net:*".to_owned()), (4, "skb:kfree_skb".to_owned())]
+        );
+        assert!(read_file(Path::new("/nonexistent/points")).is_err());
+    }
+
+    #[test]
     fn free_and_after_points_are_flagged() {
         assert_eq!(
             point_flags("skb:kfree_skb") & (POINT_FREE | POINT_DROP),

@@ -3,7 +3,7 @@
 //! probes through it, and `report` the trails (`docs/host-trace.md`).
 
 use std::io::Write;
-use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,7 +14,6 @@ use anyhow::Context;
 use xdprobe_common::trace::Trail;
 use xdprobe_host::kernel::{Kernel, kallsyms};
 use xdprobe_host::stack::agent::WallClock;
-use xdprobe_host::trace::echo::{self, SendPlan};
 use xdprobe_host::trace::list::{self, EntryKind};
 use xdprobe_host::trace::points::{self, DEFAULT_POINTS};
 use xdprobe_host::trace::probe::{self, RunStats, TraceOptions, TraceProbe};
@@ -22,6 +21,8 @@ use xdprobe_host::trace::record::TrailRecord;
 use xdprobe_host::trace::report;
 
 use super::host::{netns_inode, parse_duration};
+
+mod echo;
 
 /// Exit status for "this kernel or command line cannot do that".
 const EXIT_SETUP: u8 = 2;
@@ -62,36 +63,36 @@ struct ListArgs {
 
 /// What to trace (shared by `run` and `echo`).
 #[derive(clap::Args, Debug, Clone)]
-struct TracerArgs {
+pub(super) struct TracerArgs {
     /// Points to trace: comma-separated tracepoint names or patterns
     /// (`net:*,skb:*,qdisc:*`; repeatable). Default: net:*, qdisc:*, skb:*.
     #[arg(long)]
-    points: Vec<String>,
+    pub(super) points: Vec<String>,
     /// More points, one per line (`#` comments).
     #[arg(long, value_name = "FILE")]
-    from: Option<PathBuf>,
+    pub(super) from: Option<PathBuf>,
     /// Follow only packets matching this pcap-filter expression (tcpdump
     /// syntax, over the packet from its IP header), e.g. 'udp dst port 7'.
     #[arg(long, default_value = "")]
-    flow: String,
+    pub(super) flow: String,
     /// Start trails only in this network namespace: a name under
     /// /run/netns, a path, or an inode number (repeatable, at most 8).
     #[arg(long = "netns")]
-    netns: Vec<String>,
+    pub(super) netns: Vec<String>,
     /// Start trails only for packets with this skb mark: VALUE or
     /// VALUE/MASK (decimal or 0x hex).
     #[arg(long)]
-    mark: Option<String>,
+    pub(super) mark: Option<String>,
     /// Packets followed at once (kernel map size).
     #[arg(long, default_value_t = 4096)]
-    max_trails: u32,
+    pub(super) max_trails: u32,
     /// A trail without a step for this long is ended (its free was not
     /// seen) and written.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    idle: Duration,
+    pub(super) idle: Duration,
     /// Print the tracer's counters at the end (stderr).
     #[arg(long)]
-    stats: bool,
+    pub(super) stats: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -109,37 +110,37 @@ struct RunArgs {
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("mode").required(true).args(["listen", "send"])))]
-struct EchoArgs {
+pub(super) struct EchoArgs {
     /// Return marked probes arriving on this UDP port.
     #[arg(long, value_name = "PORT")]
-    listen: Option<u16>,
+    pub(super) listen: Option<u16>,
     /// Listening address (with --listen).
     #[arg(long, default_value = "0.0.0.0")]
-    bind: String,
+    pub(super) bind: String,
     /// Send probes to HOST:PORT and trace both directions.
     #[arg(long, value_name = "HOST:PORT")]
-    send: Option<String>,
+    pub(super) send: Option<String>,
     /// Probes per second (with --send).
     #[arg(long, default_value_t = 100.0)]
-    rate: f64,
+    pub(super) rate: f64,
     /// Probes to send (with --send).
     #[arg(long, default_value_t = 100)]
-    count: u32,
+    pub(super) count: u32,
     /// Probe payload bytes.
     #[arg(long, default_value_t = 64)]
-    size: usize,
+    pub(super) size: usize,
     /// How long the sender waits for the last replies.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    wait: Duration,
+    pub(super) wait: Duration,
     /// With --listen: stop after this long.
     #[arg(long, value_parser = parse_duration)]
-    duration: Option<Duration>,
+    pub(super) duration: Option<Duration>,
     /// Write the trails (JSON lines) here; required with --send. With
     /// --listen, also traces this host's side.
     #[arg(long, value_name = "FILE")]
-    out: Option<PathBuf>,
+    pub(super) out: Option<PathBuf>,
     #[command(flatten)]
-    tracer: TracerArgs,
+    pub(super) tracer: TracerArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -158,12 +159,12 @@ pub fn run(a: TraceArgs) -> anyhow::Result<ExitCode> {
     match a.cmd {
         TraceCmd::List(l) => list_cmd(l),
         TraceCmd::Run(r) => run_cmd(r),
-        TraceCmd::Echo(e) => echo_cmd(e),
+        TraceCmd::Echo(e) => echo::run(e),
         TraceCmd::Report(r) => report_cmd(r),
     }
 }
 
-fn setup_error(what: impl std::fmt::Display) -> anyhow::Result<ExitCode> {
+pub(super) fn setup_error(what: impl std::fmt::Display) -> anyhow::Result<ExitCode> {
     eprintln!("xdprobe trace: {what}");
     Ok(ExitCode::from(EXIT_SETUP))
 }
@@ -227,7 +228,10 @@ fn parse_mark(s: &str) -> anyhow::Result<(u32, u32)> {
 
 /// Points, filters and the kernel, checked; `Err(code)` on a setup error
 /// already reported.
-fn prepare(t: &TracerArgs, default_flow: &str) -> Result<(Kernel, TraceOptions), ExitCode> {
+pub(super) fn prepare(
+    t: &TracerArgs,
+    default_flow: &str,
+) -> Result<(Kernel, TraceOptions), ExitCode> {
     let fail = |e: &dyn std::fmt::Display| {
         eprintln!("xdprobe trace: {e}");
         ExitCode::from(EXIT_SETUP)
@@ -269,7 +273,10 @@ fn prepare(t: &TracerArgs, default_flow: &str) -> Result<(Kernel, TraceOptions),
     ))
 }
 
-fn start(kernel: &Kernel, opts: &TraceOptions) -> Result<TraceProbe, anyhow::Result<ExitCode>> {
+pub(super) fn start(
+    kernel: &Kernel,
+    opts: &TraceOptions,
+) -> Result<TraceProbe, anyhow::Result<ExitCode>> {
     match TraceProbe::start(kernel, opts) {
         Ok(p) => {
             tracing::info!(
@@ -286,7 +293,7 @@ fn start(kernel: &Kernel, opts: &TraceOptions) -> Result<TraceProbe, anyhow::Res
     }
 }
 
-fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
+pub(super) fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
@@ -295,7 +302,7 @@ fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
 }
 
 /// Where trails go: JSON lines, or one readable line each.
-enum Sink {
+pub(super) enum Sink {
     Json(Box<dyn Write>),
     Text(Box<dyn Write>),
 }
@@ -351,7 +358,7 @@ fn text_line(r: &TrailRecord) -> String {
     format!("{flow}{probe} len {} [{end}]: {}", r.len, steps.join(" "))
 }
 
-fn print_stats(st: &RunStats, written: u64) {
+pub(super) fn print_stats(st: &RunStats, written: u64) {
     let k = &st.kernel;
     eprintln!(
         "trails: {written} written ({} ended idle); kernel: {} hits, {} started, {} finished, {} steps, {} steps lost, {} filtered, {} head reused, {} rekeyed, {} table full, {} ring buffer full, {} read failures, {} skb map full",
@@ -372,7 +379,7 @@ fn print_stats(st: &RunStats, written: u64) {
 }
 
 /// Runs the tracer until `done()`, converting trails and writing them.
-fn trace_into(
+pub(super) fn trace_into(
     kernel: &Kernel,
     probe: &mut TraceProbe,
     idle: Duration,
@@ -429,151 +436,6 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
     let (st, written) = trace_into(&kernel, &mut probe, a.tracer.idle, &mut sink, &mut || {
         stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| started.elapsed() >= d)
     })?;
-    if a.tracer.stats {
-        print_stats(&st, written);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn resolve(target: &str) -> anyhow::Result<SocketAddr> {
-    target
-        .to_socket_addrs()
-        .with_context(|| format!("--send {target}: expected HOST:PORT"))?
-        .next()
-        .with_context(|| format!("--send {target}: no address"))
-}
-
-fn echo_cmd(a: EchoArgs) -> anyhow::Result<ExitCode> {
-    if let Some(port) = a.listen {
-        return listen_cmd(&a, port);
-    }
-    let target = match a.send.as_deref().map(resolve).transpose() {
-        Ok(Some(t)) => t,
-        Ok(None) => return setup_error("--send or --listen is required"),
-        Err(e) => return setup_error(format!("{e:#}")),
-    };
-    let Some(out) = a.out.clone() else {
-        return setup_error("--send needs --out FILE for the trails");
-    };
-    let plan = SendPlan {
-        target,
-        rate: a.rate,
-        count: a.count,
-        size: a.size,
-        wait: a.wait,
-        run: echo::new_run_id(),
-    };
-    if let Err(e) = plan.check() {
-        return setup_error(e);
-    }
-    let flow = format!("udp and host {} and port {}", target.ip(), target.port());
-    let (kernel, opts) = match prepare(&a.tracer, &flow) {
-        Ok(x) => x,
-        Err(code) => return Ok(code),
-    };
-    let bind: SocketAddr = if target.is_ipv4() {
-        "0.0.0.0:0".parse()?
-    } else {
-        "[::]:0".parse()?
-    };
-    let sock = UdpSocket::bind(bind).context("binding the probe socket")?;
-    let mut sink = Sink::Json(Box::new(std::io::BufWriter::new(
-        std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?,
-    )));
-    let mut probe = match start(&kernel, &opts) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let stop = stop_flag()?;
-    let idle = a.tracer.idle;
-    let (sent, st, written) = std::thread::scope(|s| -> anyhow::Result<_> {
-        let sender = s.spawn(|| echo::send(&sock, &plan, &stop));
-        let mut finished_at: Option<Instant> = None;
-        let (st, written) = trace_into(&kernel, &mut probe, idle, &mut sink, &mut || {
-            if stop.load(Ordering::Relaxed) {
-                return true;
-            }
-            // After the sender: one idle period, so trails whose free is
-            // never seen are collected as idle rather than cut off.
-            match finished_at {
-                None if sender.is_finished() => {
-                    finished_at = Some(Instant::now());
-                    false
-                }
-                None => false,
-                Some(t) => t.elapsed() >= idle + Duration::from_millis(200),
-            }
-        })?;
-        let sent = sender
-            .join()
-            .map_err(|_| anyhow::anyhow!("the probe sender panicked"))??;
-        Ok((sent, st, written))
-    })?;
-    let rtt = sent.rtt.summary();
-    eprintln!(
-        "probes: {} sent, {} replies, {} send errors; round trip (sender's own timing) p50 {:.1} µs, p99 {:.1} µs; {} trails written to {}",
-        sent.sent,
-        sent.received,
-        sent.send_errors,
-        rtt.p50_us,
-        rtt.p99_us,
-        written,
-        out.display()
-    );
-    if a.tracer.stats {
-        print_stats(&st, written);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn listen_cmd(a: &EchoArgs, port: u16) -> anyhow::Result<ExitCode> {
-    let addr: SocketAddr = match format!("{}:{port}", a.bind)
-        .parse()
-        .or_else(|_| format!("[{}]:{port}", a.bind).parse())
-    {
-        Ok(x) => x,
-        Err(_) => return setup_error(format!("--bind {}: not an address", a.bind)),
-    };
-    let sock = UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
-    let stop = stop_flag()?;
-    let Some(out) = a.out.clone() else {
-        tracing::info!(%addr, "returning probes");
-        let st = echo::listen(&sock, a.duration, &stop)?;
-        eprintln!(
-            "probes: {} returned, {} other datagrams ignored",
-            st.echoed, st.ignored
-        );
-        return Ok(ExitCode::SUCCESS);
-    };
-    // Two-host mode: trace this side too.
-    let flow = format!("udp and port {port}");
-    let (kernel, opts) = match prepare(&a.tracer, &flow) {
-        Ok(x) => x,
-        Err(code) => return Ok(code),
-    };
-    let mut sink = Sink::Json(Box::new(std::io::BufWriter::new(
-        std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?,
-    )));
-    let mut probe = match start(&kernel, &opts) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let (ls, st, written) = std::thread::scope(|s| -> anyhow::Result<_> {
-        let l = s.spawn(|| echo::listen(&sock, a.duration, &stop));
-        let (st, written) = trace_into(&kernel, &mut probe, a.tracer.idle, &mut sink, &mut || {
-            l.is_finished()
-        })?;
-        let ls = l
-            .join()
-            .map_err(|_| anyhow::anyhow!("the listener panicked"))??;
-        Ok((ls, st, written))
-    })?;
-    eprintln!(
-        "probes: {} returned, {} other datagrams ignored; {written} trails written to {}",
-        ls.echoed,
-        ls.ignored,
-        out.display()
-    );
     if a.tracer.stats {
         print_stats(&st, written);
     }

@@ -36,6 +36,9 @@ enum Command {
     /// Latency of every outgoing TCP connection, with the process that made
     /// it (root).
     Connlat(cmd::connlat::ConnlatArgs),
+    /// Where a packet spends its time inside this kernel: tracepoints each
+    /// packet of a flow passes, per-step latency, an echo mode (root).
+    Trace(cmd::trace::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Command::CheckConfig(a) => cmd::check_config::run(a),
         Command::Host(a) => cmd::host::run(a),
         Command::Connlat(a) => cmd::connlat::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
     };
     match result {
         Ok(code) => code,

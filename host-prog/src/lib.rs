@@ -9,6 +9,8 @@
 #![no_std]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod cbpf;
+
 use aya_ebpf::helpers::{bpf_probe_read_kernel, bpf_probe_read_kernel_buf};
 use aya_ebpf::programs::TracePointContext;
 use xdprobe_common::host::TpOffsets;

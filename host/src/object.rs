@@ -6,3 +6,5 @@ pub static STACKLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR")
 
 /// Connect-latency program (`host-prog/src/bin/connlat.rs`).
 pub static CONNLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/connlat"));
+/// Kernel packet path tracer (`host-prog/src/bin/pathtrace.rs`).
+pub static PATHTRACE: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/pathtrace"));

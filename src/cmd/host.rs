@@ -77,12 +77,12 @@ pub struct HostArgs {
     pub stats: bool,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     xdprobe_config::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// `/run/netns/NAME`, a path, or an inode number → the namespace inode.
-fn netns_inode(s: &str) -> anyhow::Result<u32> {
+pub(crate) fn netns_inode(s: &str) -> anyhow::Result<u32> {
     use std::os::unix::fs::MetadataExt;
     if let Ok(n) = s.parse::<u32>() {
         return Ok(n);

@@ -6,3 +6,4 @@ pub mod demo;
 pub mod host;
 pub mod pcap;
 pub mod run;
+pub mod trace;

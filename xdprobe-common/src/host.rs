@@ -31,19 +31,22 @@ pub mod names {
     /// `PerCpuArray<ConnCounters>`, one entry.
     pub const CONN_COUNTERS: &str = "CONN_COUNTERS";
 
-    /// Read-only global [`super::TraceSettings`] of the path-trace object.
+    /// Read-only global [`crate::trace::TraceSettings`] of the path-trace
+    /// object (offsets, scope, the flow filter's classic BPF).
     pub const TRACE_SETTINGS: &str = "TRACE_SETTINGS";
-    /// `HashMap<u16 trace event id, TracePoint>`: which point fired.
+    /// `Array<TracePoint>`, indexed by the BPF cookie each tracepoint is
+    /// attached with: which point fired.
     pub const TRACE_POINTS: &str = "TRACE_POINTS";
-    /// `LruHashMap<u64 skb head, Trail>`: packets being followed.
+    /// `HashMap<u64 skb head, Trail>`: packets being followed.
     pub const TRACE_TRAILS: &str = "TRACE_TRAILS";
-    /// `RingBuf` of finished [`super::Trail`]s.
+    /// `HashMap<u64 sk_buff, u64 head>`: the trail each live skb is on.
+    pub const TRACE_SKBS: &str = "TRACE_SKBS";
+    /// `RingBuf` of finished [`crate::trace::Trail`]s.
     pub const TRACE_EVENTS: &str = "TRACE_EVENTS";
-    /// `Array<CbpfInsn>`: the flow filter (classic BPF, run in the probe).
-    pub const TRACE_FILTER: &str = "TRACE_FILTER";
     /// `PerCpuArray<TraceCounters>`, one entry.
     pub const TRACE_COUNTERS: &str = "TRACE_COUNTERS";
-    /// `PerCpuArray<[u8; TRACE_PKT_BYTES]>`: scratch copy of the headers.
+    /// `PerCpuArray<TraceScratch>`, one entry: the trail being built and
+    /// the packet copy the filter reads.
     pub const TRACE_SCRATCH: &str = "TRACE_SCRATCH";
 }
 

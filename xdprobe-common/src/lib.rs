@@ -7,9 +7,11 @@
 //! no uninitialised byte ever crosses a map (pping's `pping.h` does the same).
 //! The `user` feature adds `aya::Pod` impls; the eBPF build leaves it off.
 //!
-//! [`host`] holds the types of the host-side tracing programs.
+//! [`host`] holds the types of the host-side tracing programs, [`trace`]
+//! those of the kernel packet path tracer.
 
 pub mod host;
+pub mod trace;
 
 /// Names of the maps and globals in the XDP object. Both sides use these
 /// constants so a rename is a compile error, not a runtime "map not found".

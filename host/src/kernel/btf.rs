@@ -478,6 +478,55 @@ impl Btf {
         )
     }
 
+    /// Functions taking a `struct <strukt> *` argument, with the
+    /// position of the first such argument (what a kprobe or fentry
+    /// program would read it from).
+    pub fn functions_with_ptr_arg(&self, strukt: &str) -> HashMap<&str, usize> {
+        let is_target = |ty: u32| {
+            let p = self.resolve(ty);
+            self.rec(p).is_some_and(|t| {
+                t.kind == Kind::Ptr && {
+                    let s = self.resolve(t.size_or_type);
+                    self.rec(s).is_some_and(|st| {
+                        st.kind == Kind::Struct && self.str_at(st.name_off) == strukt
+                    })
+                }
+            })
+        };
+        let mut out = HashMap::new();
+        for t in self.types.iter().skip(1).filter(|t| t.kind == Kind::Func) {
+            let Some(proto) = self
+                .rec(t.size_or_type)
+                .filter(|p| p.kind == Kind::FuncProto)
+            else {
+                continue;
+            };
+            let pos = (0..usize::from(proto.vlen))
+                .find(|&i| u32_at(&self.data, proto.extra + 8 * i + 4).is_ok_and(is_target));
+            if let Some(i) = pos {
+                out.insert(self.str_at(t.name_off), i);
+            }
+        }
+        out
+    }
+
+    /// The values of enum `name` (`BTF_KIND_ENUM`, 32-bit), by value.
+    pub fn enum_values(&self, name: &str) -> Option<HashMap<u32, &str>> {
+        let t = self
+            .types
+            .iter()
+            .skip(1)
+            .find(|t| t.kind == Kind::Enum && self.str_at(t.name_off) == name)?;
+        let mut out = HashMap::new();
+        for i in 0..usize::from(t.vlen) {
+            let at = t.extra + 8 * i;
+            let n = u32_at(&self.data, at).ok()?;
+            let v = u32_at(&self.data, at + 4).ok()?;
+            out.insert(v, self.str_at(n));
+        }
+        Some(out)
+    }
+
     /// Names of all functions (`BTF_KIND_FUNC`): what fentry could attach to.
     pub fn functions(&self) -> impl Iterator<Item = &str> {
         self.types

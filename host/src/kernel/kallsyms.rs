@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 
 /// Function names from a kallsyms text (`ADDR TYPE NAME [MODULE]`), with
 /// compiler suffixes (`.constprop.0`, `.isra.0`, `.cold`) kept: they are
-/// distinct symbols and kprobes take them as such.
+/// distinct symbols and kprobes take them as such. JIT-compiled BPF
+/// programs and trampolines (module `[bpf]`) are left out: they come and
+/// go with every program loaded and are nothing to attach to.
 pub fn text_symbols(text: &str) -> BTreeSet<String> {
     text.lines()
         .filter_map(|l| {
@@ -13,7 +15,8 @@ pub fn text_symbols(text: &str) -> BTreeSet<String> {
             let _addr = it.next()?;
             let ty = it.next()?;
             let name = it.next()?;
-            matches!(ty, "t" | "T").then(|| name.to_owned())
+            let bpf = it.next() == Some("[bpf]");
+            (matches!(ty, "t" | "T") && !bpf).then(|| name.to_owned())
         })
         .collect()
 }
@@ -35,6 +38,7 @@ mod tests {
              ffffffff82000000 D jiffies\n\
              ffffffff82000000 r __ksymtab_x\n\
              ffffffffc0000000 t veth_xmit\t[veth]\n\
+             ffffffffc0025f40 t bpf_prog_6deef7357e7b4530_x\t[bpf]\n\
              garbage\n",
         );
         let v: Vec<_> = s.iter().map(String::as_str).collect();

@@ -30,6 +30,15 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Validate a config file; exit 2 with the key and line of every error.
     CheckConfig(cmd::check_config::CheckConfigArgs),
+    /// Where inside this host's kernel each TCP flow's time goes (T1…T8),
+    /// for a duration or until Ctrl-C (root).
+    Host(cmd::host::HostArgs),
+    /// Latency of every outgoing TCP connection, with the process that made
+    /// it (root).
+    Connlat(cmd::connlat::ConnlatArgs),
+    /// Where a packet spends its time inside this kernel: tracepoints each
+    /// packet of a flow passes, per-step latency, an echo mode (root).
+    Trace(cmd::trace::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +49,9 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::CheckConfig(a) => cmd::check_config::run(a),
+        Command::Host(a) => cmd::host::run(a),
+        Command::Connlat(a) => cmd::connlat::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
     };
     match result {
         Ok(code) => code,

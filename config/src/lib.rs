@@ -25,8 +25,8 @@ pub use env::Environment;
 pub use error::{ConfigError, ConfigErrors, Location, Problem};
 pub use prefix::{Prefix, PrefixError};
 pub use settings::{
-    Config, ExportSettings, Filter, FlowSettings, Interface, MetricsSettings, Mode, ProbeSettings,
-    QueueBinding, XdpMode, XskBind,
+    Config, ExportSettings, Filter, FlowSettings, HOST_LAYERS, HostSettings, Interface,
+    MetricsSettings, Mode, ProbeSettings, QueueBinding, XdpMode, XskBind,
 };
 
 /// Most prefixes `[filter] prefixes` may hold (sizes the XDP LPM maps).

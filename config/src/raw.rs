@@ -21,6 +21,7 @@ pub struct RawConfig {
     pub filter: Option<RawFilter>,
     pub export: Option<RawExport>,
     pub metrics: Option<RawMetrics>,
+    pub host: Option<RawHost>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -94,4 +95,48 @@ pub struct RawExport {
 pub struct RawMetrics {
     pub enabled: Option<S<bool>>,
     pub listen: Option<S<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHost {
+    pub stack: Option<S<bool>>,
+    pub sample_bytes: Option<S<i64>>,
+    pub sample_interval: Option<S<toml::Value>>,
+    pub layers: Option<S<Vec<S<String>>>>,
+    pub report_interval: Option<S<toml::Value>>,
+    pub idle_timeout: Option<S<toml::Value>>,
+    pub max_flows: Option<S<i64>>,
+    pub ring_bytes: Option<S<i64>>,
+    pub connlat: Option<S<bool>>,
+    pub connlat_min: Option<S<toml::Value>>,
+    pub hooks: Option<RawHostHooks>,
+    pub filter: Option<RawHostFilter>,
+}
+
+/// One key per layer: a misspelt layer is a schema error with its line.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHostHooks {
+    pub sock_tx: Option<Vec<S<String>>>,
+    pub tcp_tx: Option<Vec<S<String>>>,
+    pub ip_tx: Option<Vec<S<String>>>,
+    pub dev_tx: Option<Vec<S<String>>>,
+    pub dev_rx: Option<Vec<S<String>>>,
+    pub ip_rx: Option<Vec<S<String>>>,
+    pub tcp_rx: Option<Vec<S<String>>>,
+    pub sock_rx: Option<Vec<S<String>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHostFilter {
+    #[serde(default)]
+    pub ports: Vec<S<i64>>,
+    #[serde(default)]
+    pub netns: Vec<S<String>>,
+    #[serde(default)]
+    pub pids: Vec<S<i64>>,
+    #[serde(default)]
+    pub cgroups: Vec<S<String>>,
 }

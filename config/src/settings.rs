@@ -20,6 +20,7 @@ pub struct Config {
     pub filter: Filter,
     pub export: ExportSettings,
     pub metrics: MetricsSettings,
+    pub host: HostSettings,
 }
 
 impl Config {
@@ -204,4 +205,79 @@ pub struct MetricsSettings {
     pub enabled: bool,
     /// Default 127.0.0.1:9464.
     pub listen: SocketAddr,
+}
+
+/// The stack-latency layers, in stream order, by their config keys
+/// (`[host] layers`, `[host.hooks]`). The host crate's `Layer` keys are
+/// checked against this list by a test there.
+pub const HOST_LAYERS: [&str; 8] = [
+    "sock_tx", "tcp_tx", "ip_tx", "dev_tx", "dev_rx", "ip_rx", "tcp_rx", "sock_rx",
+];
+
+/// `[host]`: what the daemon watches inside this host's own kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSettings {
+    /// Stack-layer latency (T1…T8) of this host's TCP flows. Default false.
+    pub stack: bool,
+    /// One timed byte per this many stream bytes; 0: every send and read.
+    /// Default 72400.
+    pub sample_bytes: u32,
+    /// At most one timed byte per flow per this interval (0: no limit).
+    /// Default 0.
+    pub sample_interval: Duration,
+    /// Layers observed (keys of [`HOST_LAYERS`]); empty: all. Default all.
+    pub layers: Vec<String>,
+    /// Long-lived flows are reported this often. Default 60 s.
+    pub report_interval: Duration,
+    /// A flow with no event for this long is reported and forgotten.
+    /// Default 30 s.
+    pub idle_timeout: Duration,
+    /// Flows tracked at once; more are counted and not tracked. Default 65536.
+    pub max_flows: usize,
+    /// Kernel → user space ring buffer, bytes (power of two). Default 4 MiB.
+    pub ring_bytes: u32,
+    /// Per layer, hooks replacing the built-in defaults (`KIND:TARGET`
+    /// strings, checked against the kernel at start).
+    pub hooks: Vec<(String, Vec<String>)>,
+    /// Scope: ports (either end), network namespaces (names under
+    /// /run/netns, paths or inode numbers), processes, cgroup v2 paths.
+    pub ports: Vec<u16>,
+    pub netns: Vec<String>,
+    pub pids: Vec<u32>,
+    pub cgroups: Vec<String>,
+    /// Per-process connect latency, and PID/comm of this host's outgoing
+    /// connections on its flow records. Default false.
+    pub connlat: bool,
+    /// Connections faster than this are not reported on their own (they
+    /// still enrich flow records). Default 0.
+    pub connlat_min: Duration,
+}
+
+impl Default for HostSettings {
+    fn default() -> Self {
+        HostSettings {
+            stack: false,
+            sample_bytes: 72_400,
+            sample_interval: Duration::ZERO,
+            layers: Vec::new(),
+            report_interval: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(30),
+            max_flows: 65_536,
+            ring_bytes: 4 << 20,
+            hooks: Vec::new(),
+            ports: Vec::new(),
+            netns: Vec::new(),
+            pids: Vec::new(),
+            cgroups: Vec::new(),
+            connlat: false,
+            connlat_min: Duration::ZERO,
+        }
+    }
+}
+
+impl HostSettings {
+    /// Whether any host probe runs.
+    pub fn any(&self) -> bool {
+        self.stack || self.connlat
+    }
 }

@@ -136,6 +136,12 @@ impl Drop for NetNs {
     }
 }
 
+/// Moves the calling thread into the namespace named `name` (for threads
+/// that cannot borrow the [`NetNs`]).
+pub fn enter_netns(name: &str) {
+    enter(&format!("/var/run/netns/{name}"));
+}
+
 fn enter(path: &str) {
     let f = File::open(path).unwrap_or_else(|e| panic!("opening {path}: {e}"));
     // SAFETY: a valid namespace fd; setns only changes this thread's

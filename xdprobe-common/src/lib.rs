@@ -6,6 +6,12 @@
 //! so the kernel-side and user-side layouts cannot drift apart silently and
 //! no uninitialised byte ever crosses a map (pping's `pping.h` does the same).
 //! The `user` feature adds `aya::Pod` impls; the eBPF build leaves it off.
+//!
+//! [`host`] holds the types of the host-side tracing programs, [`trace`]
+//! those of the kernel packet path tracer.
+
+pub mod host;
+pub mod trace;
 
 /// Names of the maps and globals in the XDP object. Both sides use these
 /// constants so a rename is a compile error, not a runtime "map not found".
@@ -135,6 +141,24 @@ mod pod {
     unsafe impl aya::Pod for super::XdpSettings {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::XdpMeta {}
+    // SAFETY: as above (host-side types, sizes asserted in `host`).
+    unsafe impl aya::Pod for super::host::StackSettings {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::StackCounters {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::StackEvent {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::TcpPending {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::SockId {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::ConnSettings {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::ConnStart {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::ConnEvent {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::host::ConnCounters {}
 }
 
 const _: () = assert!(core::mem::size_of::<XdpCounters>() == 6 * 8);

@@ -4,6 +4,7 @@
 //! default so later cross-checks still run and report their own problems.
 
 mod collector;
+mod host;
 mod interface;
 mod sections;
 #[cfg(test)]
@@ -247,7 +248,13 @@ impl Validator<'_> {
 
     fn config(&mut self, raw: RawConfig) -> Config {
         let probe = self.probe(raw.probe.unwrap_or_default());
-        let interfaces = self.interfaces(&raw.interface);
+        let host = self.host(raw.host.unwrap_or_default());
+        // A host agent may watch its own kernel without capturing a port.
+        let interfaces = if raw.interface.is_empty() && host.any() {
+            Vec::new()
+        } else {
+            self.interfaces(&raw.interface)
+        };
         let flow = self.flow(raw.flow.unwrap_or_default());
         let filter = self.filter(raw.filter.unwrap_or_default());
         let export = self.export(raw.export.unwrap_or_default());
@@ -259,6 +266,7 @@ impl Validator<'_> {
             filter,
             export,
             metrics,
+            host,
         }
     }
 }

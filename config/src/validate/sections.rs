@@ -146,7 +146,7 @@ impl Validator<'_> {
     }
 
     /// A list of small integers: range-checked, duplicates refused.
-    fn int_list(
+    pub(super) fn int_list(
         &mut self,
         key: &str,
         list: &[S<i64>],

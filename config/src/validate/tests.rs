@@ -559,6 +559,8 @@ fn deploy_example_states_the_defaults() {
     assert_eq!(example.flow, defaults.flow);
     assert_eq!(example.filter, defaults.filter);
     assert_eq!(example.metrics, defaults.metrics);
+    assert_eq!(example.host, defaults.host);
+    assert_eq!(example.host, crate::HostSettings::default());
     let mut export = example.export.clone();
     assert_eq!(export.collectors, ["udp://127.0.0.1:4739"]);
     export.collectors.clear();

@@ -1,0 +1,10 @@
+//! The tracing objects, compiled for `bpfel-unknown-none` by `build.rs`.
+//! Empty when the binary was built with `AYA_BUILD_SKIP=1`.
+
+/// Stack-layer latency programs (`host-prog/src/bin/stacklat.rs`).
+pub static STACKLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stacklat"));
+
+/// Connect-latency program (`host-prog/src/bin/connlat.rs`).
+pub static CONNLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/connlat"));
+/// Kernel packet path tracer (`host-prog/src/bin/pathtrace.rs`).
+pub static PATHTRACE: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/pathtrace"));

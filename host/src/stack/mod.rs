@@ -1,0 +1,9 @@
+//! Stack-layer latency (T1–T8): kernel observations → per-flow matching by
+//! sequence number → per-segment statistics → reports.
+
+pub mod agent;
+pub mod matcher;
+pub mod output;
+pub mod plot;
+pub mod probe;
+pub mod stats;

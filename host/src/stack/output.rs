@@ -1,0 +1,178 @@
+//! Stack-latency reports as operators read them: one JSON object per flow
+//! report per line (times in Unix µs, segments keyed by name so
+//! `jq .segments.T4.p50_us` works), and a table for the terminal.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::hooks::Layer;
+use crate::stack::agent::WallClock;
+use crate::stack::matcher::{EndReason, FlowReport};
+use crate::stack::stats::Summary;
+
+/// Process names by PID, read once from `/proc/PID/comm` (the process may
+/// be gone when its flow is reported; then it stays unknown).
+#[derive(Default)]
+pub struct Comms {
+    cache: HashMap<u32, Option<String>>,
+}
+
+impl Comms {
+    pub fn get(&mut self, pid: u32) -> Option<String> {
+        if pid == 0 {
+            return None;
+        }
+        self.cache
+            .entry(pid)
+            .or_insert_with(|| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .ok()
+                    .map(|s| s.trim_end().to_owned())
+            })
+            .clone()
+    }
+
+    /// Looks a PID up now (while its process is alive) for later reports.
+    pub fn remember(&mut self, pid: u32) {
+        let _ = self.get(pid);
+    }
+}
+
+#[derive(Serialize)]
+struct JsonEnd {
+    netns: u32,
+    pid: u32,
+    comm: Option<String>,
+}
+
+#[derive(Serialize)]
+struct JsonSegment<'a> {
+    from: Layer,
+    to: Layer,
+    #[serde(flatten)]
+    s: &'a Summary,
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    src: std::net::IpAddr,
+    sport: u16,
+    dst: std::net::IpAddr,
+    dport: u16,
+    start_us: u64,
+    end_us: u64,
+    end_reason: EndReason,
+    record_seq: u32,
+    sender: Option<JsonEnd>,
+    receiver: Option<JsonEnd>,
+    layers: &'a [Layer],
+    segments: serde_json::Map<String, serde_json::Value>,
+    t8: Option<&'a Summary>,
+    complete: u64,
+    incomplete: u64,
+    skipped: u64,
+}
+
+/// The JSON value of one report.
+pub fn to_json(r: &FlowReport, clock: &WallClock, comms: &mut Comms) -> serde_json::Value {
+    let end = |e: Option<crate::stack::matcher::End>, comms: &mut Comms| {
+        e.map(|e| JsonEnd {
+            netns: e.netns,
+            pid: e.pid,
+            comm: comms.get(e.pid),
+        })
+    };
+    let mut segments = serde_json::Map::new();
+    for s in &r.segments {
+        let v = serde_json::to_value(JsonSegment {
+            from: s.from,
+            to: s.to,
+            s: &s.summary,
+        })
+        .unwrap_or_default();
+        segments.insert(s.name.clone(), v);
+    }
+    let j = JsonReport {
+        kind: "host_stack",
+        src: r.key.src,
+        sport: r.key.sport,
+        dst: r.key.dst,
+        dport: r.key.dport,
+        start_us: clock.unix_us(r.start_ns),
+        end_us: clock.unix_us(r.end_ns),
+        end_reason: r.end_reason,
+        record_seq: r.record_seq,
+        sender: end(r.sender, comms),
+        receiver: end(r.receiver, comms),
+        layers: &r.layers,
+        segments,
+        t8: r.t8.as_ref(),
+        complete: r.complete,
+        incomplete: r.incomplete,
+        skipped: r.skipped,
+    };
+    serde_json::to_value(j).unwrap_or_default()
+}
+
+/// Writes one report as a JSON line.
+pub fn write_json(
+    w: &mut dyn Write,
+    r: &FlowReport,
+    clock: &WallClock,
+    comms: &mut Comms,
+) -> io::Result<()> {
+    serde_json::to_writer(&mut *w, &to_json(r, clock, comms))?;
+    w.write_all(b"\n")
+}
+
+/// A fixed-width table: one line per flow report, median µs per segment.
+pub fn write_table(w: &mut dyn Write, reports: &[FlowReport]) -> io::Result<()> {
+    const SEGS: [&str; 8] = ["T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8"];
+    write!(w, "{:<44} {:>7}", "FLOW (sender -> receiver)", "SAMPLES")?;
+    for s in SEGS {
+        write!(w, " {s:>9}")?;
+    }
+    writeln!(w, "   (p50 µs; a+b: merged, no hook between)")?;
+    for r in reports {
+        let flow = format!(
+            "{} -> {}",
+            sock(r.key.src, r.key.sport),
+            sock(r.key.dst, r.key.dport)
+        );
+        write!(w, "{flow:<44} {:>7}", r.complete)?;
+        for name in &SEGS[..7] {
+            // A merged segment prints under its first part.
+            let cell = r
+                .segments
+                .iter()
+                .find(|s| s.name == *name || s.name.starts_with(&format!("{name}+")))
+                .map(|s| {
+                    if s.name.contains('+') {
+                        format!("{:.1}+", s.summary.p50_us)
+                    } else {
+                        format!("{:.1}", s.summary.p50_us)
+                    }
+                });
+            let covered = r
+                .segments
+                .iter()
+                .any(|s| s.name.contains('+') && s.name.split('+').skip(1).any(|p| p == *name));
+            let cell = cell.unwrap_or_else(|| if covered { "·".into() } else { "-".into() });
+            write!(w, " {cell:>9}")?;
+        }
+        let t8 = r.t8.map_or("-".to_owned(), |t| format!("{:.1}", t.p50_us));
+        writeln!(w, " {t8:>9}")?;
+    }
+    Ok(())
+}
+
+fn sock(a: std::net::IpAddr, p: u16) -> String {
+    match a {
+        std::net::IpAddr::V4(a) => format!("{a}:{p}"),
+        std::net::IpAddr::V6(a) => format!("[{a}]:{p}"),
+    }
+}

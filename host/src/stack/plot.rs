@@ -1,0 +1,132 @@
+//! The picture: per flow a stacked bar of its segments' mean latencies
+//! (means add up to the flow's T8, medians would not), in the manner of
+//! the published stack-latency figures. Drawn with `plotters` to SVG.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::stack::matcher::FlowReport;
+
+/// One colour per segment T1…T7 (a merged segment takes its first part's).
+const COLOURS: [RGBColor; 7] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+];
+
+#[derive(Debug, thiserror::Error)]
+#[error("drawing the plot: {0}")]
+pub struct PlotError(String);
+
+fn err<E: std::fmt::Display>(e: E) -> PlotError {
+    PlotError(e.to_string())
+}
+
+/// Segment index (0 for T1) of a segment name's first part.
+fn first_part(name: &str) -> usize {
+    name.trim_start_matches('T')
+        .split('+')
+        .next()
+        .and_then(|n| n.parse::<usize>().ok())
+        .map_or(0, |n| n.saturating_sub(1).min(6))
+}
+
+/// What each segment is, for the legend.
+const MEANING: [&str; 7] = [
+    "T1 socket → TCP",
+    "T2 TCP → IP done",
+    "T3 IP → device (qdisc)",
+    "T4 network",
+    "T5 device → IP (GRO)",
+    "T6 IP → TCP",
+    "T7 TCP → socket (reader)",
+];
+
+/// Draws the reports that timed anything (at most 40 flows, the busiest).
+pub fn stacked_bars(path: &Path, reports: &[FlowReport]) -> Result<(), PlotError> {
+    let mut flows: Vec<&FlowReport> = reports.iter().filter(|r| r.complete > 0).collect();
+    flows.sort_by_key(|r| std::cmp::Reverse(r.complete));
+    flows.truncate(40);
+    flows.sort_by_key(|r| (r.key, r.record_seq));
+    let totals: Vec<f64> = flows
+        .iter()
+        .map(|r| r.segments.iter().map(|s| s.summary.mean_us).sum::<f64>())
+        .collect();
+    let ymax = totals.iter().copied().fold(1.0f64, f64::max) * 1.35;
+    let n = flows.len().max(1);
+    let width = (260 + 110 * n) as u32;
+
+    let root = SVGBackend::new(path, (width.max(720), 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "Where each flow's time goes (mean µs per segment)",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(60)
+        .y_label_area_size(70)
+        .build_cartesian_2d((0..n - 1).into_segmented(), 0f64..ymax)
+        .map_err(err)?;
+    let labels: Vec<String> = flows
+        .iter()
+        .map(|r| format!("{}:{} → {}", r.key.src, r.key.sport, r.key.dport))
+        .collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc("µs (mean)")
+        .x_desc("flow (sender → receiver port)")
+        .x_labels(n)
+        .x_label_formatter(&|x| match x {
+            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .draw()
+        .map_err(err)?;
+
+    let mut seen = [false; 7];
+    for (i, r) in flows.iter().enumerate() {
+        let mut base = 0.0;
+        for s in &r.segments {
+            let k = first_part(&s.name);
+            let top = base + s.summary.mean_us;
+            let colour = COLOURS[k];
+            let mut bar = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), base),
+                    (SegmentValue::Exact(i + 1), top),
+                ],
+                colour.filled(),
+            );
+            bar.set_margin(0, 0, 14, 14);
+            let series = chart.draw_series(std::iter::once(bar)).map_err(err)?;
+            if !seen[k] {
+                seen[k] = true;
+                let label = if s.name.contains('+') {
+                    format!("{} (no hook between)", s.name)
+                } else {
+                    MEANING[k].to_owned()
+                };
+                series.label(label).legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
+                });
+            }
+            base = top;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}

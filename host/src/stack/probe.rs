@@ -1,0 +1,620 @@
+//! Loads the stack-latency programs with the running kernel's offsets,
+//! attaches one hook set, and drains their ring buffer.
+//!
+//! Everything that can fail is checked before the first attach: the hooks
+//! named in the config exist and fit their layer, every struct member and
+//! tracepoint field is where BTF and tracefs say, with the expected size.
+//! What is attached belongs to the [`StackProbe`]: dropping it (on any exit
+//! path) closes the links and unloads the programs; nothing is pinned.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, RawFd};
+
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+    programs::{BtfTracePoint, FEntry, KProbe, ProgramError, RawTracePoint, TracePoint},
+};
+use xdprobe_common::host::{
+    DEV_RX_HOOKS, STACK_FILTER_CGROUP, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID,
+    STACK_MAX_CGROUPS, STACK_MAX_NETNS, STACK_MAX_PORTS, STACK_MAX_TGIDS, StackCounters,
+    StackEvent, StackSettings, TcpPending, names,
+};
+
+use crate::hooks::{CLOSE_EVENT, Hook, Kind, Layer, Policy, SEND_ENTRY_EVENTS};
+use crate::kernel::{Kernel, offsets};
+use crate::object;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("the host tracing programs are not in this binary (built with AYA_BUILD_SKIP=1)")]
+    NotBuilt,
+    #[error("host.hooks.{layer}: {hook}: {reason}")]
+    Hook {
+        layer: &'static str,
+        hook: String,
+        reason: String,
+    },
+    #[error("host.hooks.{layer}: at most {max} hooks")]
+    TooManyHooks { layer: &'static str, max: usize },
+    #[error("{0}")]
+    Offsets(#[from] offsets::OffsetError),
+    #[error("at most {max} {what} in the in-kernel filter")]
+    FilterTooLong { what: &'static str, max: usize },
+    #[error("loading the stack-latency programs")]
+    Load(#[source] aya::EbpfError),
+    #[error("program {name} ({hook})")]
+    Program {
+        name: &'static str,
+        hook: String,
+        #[source]
+        source: ProgramError,
+    },
+    #[error("the object has no {0}")]
+    Missing(&'static str),
+    #[error("map {0}")]
+    Map(&'static str, #[source] aya::maps::MapError),
+}
+
+impl ProbeError {
+    /// True for errors about what the kernel or the config offers (exit
+    /// code 2 at the command line), as opposed to failures while loading.
+    pub fn is_setup_error(&self) -> bool {
+        matches!(
+            self,
+            ProbeError::Hook { .. }
+                | ProbeError::TooManyHooks { .. }
+                | ProbeError::Offsets(_)
+                | ProbeError::FilterTooLong { .. }
+        )
+    }
+}
+
+/// What to observe and report.
+#[derive(Clone, Debug, Default)]
+pub struct StackOptions {
+    /// Per layer, hooks replacing the defaults (`[host.hooks]`). A hook
+    /// named here must exist; a default that the kernel lacks just leaves
+    /// its layer out.
+    pub hooks: BTreeMap<Layer, Vec<Hook>>,
+    /// Layers to observe; empty: all.
+    pub layers: Vec<Layer>,
+    /// Sampling grid in stream bytes (0: every observation).
+    pub sample_bytes: u32,
+    /// In-kernel scope: ports (either end), network namespace inodes,
+    /// processes (socket layers).
+    pub ports: Vec<u16>,
+    pub netns: Vec<u32>,
+    pub tgids: Vec<u32>,
+    /// cgroup v2 IDs (the inode of the cgroup's directory).
+    pub cgroups: Vec<u64>,
+    /// Ring buffer size in bytes (power of two, ≥ one page); 0: 4 MiB.
+    pub ring_bytes: u32,
+}
+
+/// A layer's chosen hooks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerHooks {
+    pub layer: Layer,
+    pub hooks: Vec<Hook>,
+}
+
+/// The attached probe.
+pub struct StackProbe {
+    // The maps hold their own fds: drop order does not matter.
+    ring: RingBuf<MapData>,
+    counters: PerCpuArray<MapData, StackCounters>,
+    send_entry: BpfHashMap<MapData, u32, u64>,
+    tcp_pending: BpfHashMap<MapData, u64, TcpPending>,
+    /// Which hook observes each layer; layers the kernel offers no hook
+    /// for are absent.
+    pub attached: Vec<LayerHooks>,
+    _ebpf: Ebpf,
+}
+
+/// Layers' hooks after checking them against the kernel.
+fn resolve(kernel: &Kernel, opts: &StackOptions) -> Result<Vec<LayerHooks>, ProbeError> {
+    let wanted: Vec<Layer> = if opts.layers.is_empty() {
+        Layer::ALL.to_vec()
+    } else {
+        opts.layers.clone()
+    };
+    let mut out = Vec::new();
+    for layer in wanted {
+        let (hooks, explicit) = match opts.hooks.get(&layer) {
+            Some(h) => (h.clone(), true),
+            None => (layer.default_hooks(), false),
+        };
+        if explicit && hooks.len() > layer.max_hooks() && layer.policy() == Policy::Any {
+            return Err(ProbeError::TooManyHooks {
+                layer: layer.key(),
+                max: layer.max_hooks(),
+            });
+        }
+        let mut ok = Vec::new();
+        for h in hooks {
+            match check_hook(kernel, layer, &h) {
+                Ok(()) => ok.push(h),
+                Err(reason) if explicit => {
+                    return Err(ProbeError::Hook {
+                        layer: layer.key(),
+                        hook: h.to_string(),
+                        reason,
+                    });
+                }
+                Err(reason) => {
+                    tracing::debug!(layer = layer.key(), hook = %h, %reason, "default hook not available");
+                }
+            }
+        }
+        if layer.policy() == Policy::Any {
+            ok.truncate(layer.max_hooks());
+        }
+        if !ok.is_empty() {
+            out.push(LayerHooks { layer, hooks: ok });
+        }
+    }
+    Ok(out)
+}
+
+/// Why `hook` cannot observe `layer` on this kernel, if it cannot.
+fn check_hook(kernel: &Kernel, layer: Layer, hook: &Hook) -> Result<(), String> {
+    if !layer.kinds().contains(&hook.kind) {
+        let kinds: Vec<_> = layer.kinds().iter().map(|k| k.as_str()).collect();
+        return Err(format!(
+            "this layer's program is written for {} hooks",
+            kinds.join(", ")
+        ));
+    }
+    if let Some(fixed) = layer.fixed_event() {
+        let name = fixed.split_once(':').map_or(fixed, |(_, n)| n);
+        let target = match hook.kind {
+            Kind::Tracepoint => hook.target.as_str(),
+            _ => hook.tp_name(),
+        };
+        if target != fixed && target != name {
+            return Err(format!("this layer reads fields only {fixed} has"));
+        }
+    }
+    match hook.kind {
+        Kind::Tracepoint => {
+            let f = kernel
+                .tracefs
+                .format(&hook.target)
+                .map_err(|e| e.to_string())?;
+            if layer.fixed_event().is_none() && f.skb_field().is_none() {
+                return Err("the tracepoint carries no skbaddr".to_owned());
+            }
+            Ok(())
+        }
+        Kind::TpBtf | Kind::RawTp => {
+            let args = kernel
+                .btf
+                .tracepoint_args(hook.tp_name())
+                .ok_or_else(|| format!("this kernel has no tracepoint {}", hook.tp_name()))?;
+            let want = if layer == Layer::TcpTx {
+                "struct sock *"
+            } else {
+                "struct sk_buff *"
+            };
+            if args.first().map(String::as_str) != Some(want) {
+                return Err(format!(
+                    "its first argument is {:?}, not {want}",
+                    args.first()
+                ));
+            }
+            Ok(())
+        }
+        Kind::Kprobe | Kind::Fentry => {
+            if hook.kind == Kind::Kprobe && !kernel.has_kprobes() {
+                return Err("this kernel has no kprobes (no kprobe event source)".to_owned());
+            }
+            skb_arg(kernel, &hook.target).map(|_| ())
+        }
+    }
+}
+
+/// Which argument of kernel function `name` is the `struct sk_buff *`.
+fn skb_arg(kernel: &Kernel, name: &str) -> Result<u8, String> {
+    let args = kernel
+        .btf
+        .func_args(name)
+        .ok_or_else(|| format!("the kernel's BTF has no function {name}"))?;
+    args.iter()
+        .position(|a| a == "struct sk_buff *")
+        .filter(|&i| i < 5)
+        .map(|i| i as u8)
+        .ok_or_else(|| format!("{name} takes no struct sk_buff * among its first five arguments"))
+}
+
+/// The program that observes `layer` through its `slot`-th hook.
+fn program_name(layer: Layer, kind: Kind, slot: usize) -> &'static str {
+    let s = slot.min(2);
+    match (layer, kind) {
+        (Layer::IpTx, Kind::TpBtf) => "stack_bt_ip_tx",
+        (Layer::DevTx, Kind::TpBtf) => "stack_bt_dev_tx",
+        (Layer::DevRx, Kind::TpBtf) => {
+            ["stack_bt_dev_rx0", "stack_bt_dev_rx1", "stack_bt_dev_rx2"][s]
+        }
+        (Layer::IpRx, Kind::TpBtf) => "stack_bt_ip_rx",
+        (Layer::IpTx, Kind::Kprobe) => "stack_kp_ip_tx",
+        (Layer::IpTx, Kind::Fentry) => "stack_fe_ip_tx",
+        (Layer::DevTx, Kind::Kprobe) => "stack_kp_dev_tx",
+        (Layer::DevTx, Kind::Fentry) => "stack_fe_dev_tx",
+        (Layer::DevRx, Kind::Kprobe) => {
+            ["stack_kp_dev_rx0", "stack_kp_dev_rx1", "stack_kp_dev_rx2"][s]
+        }
+        (Layer::DevRx, Kind::Fentry) => {
+            ["stack_fe_dev_rx0", "stack_fe_dev_rx1", "stack_fe_dev_rx2"][s]
+        }
+        (Layer::IpRx, Kind::Kprobe) => "stack_kp_ip_rx",
+        (Layer::IpRx, Kind::Fentry) => "stack_fe_ip_rx",
+        (Layer::SockTx, _) => "stack_send_length",
+        (Layer::TcpTx, Kind::TpBtf) => "stack_tcp_sendmsg_btf",
+        (Layer::TcpTx, _) => "stack_tcp_sendmsg_raw",
+        (Layer::IpTx, _) => "stack_ip_tx",
+        (Layer::DevTx, _) => "stack_dev_tx",
+        (Layer::DevRx, _) => ["stack_dev_rx0", "stack_dev_rx1", "stack_dev_rx2"][slot.min(2)],
+        (Layer::IpRx, _) => "stack_ip_rx",
+        (Layer::TcpRx, _) => "stack_tcp_probe",
+        (Layer::SockRx, _) => "stack_recv_length",
+    }
+}
+
+fn settings(
+    kernel: &Kernel,
+    layers: &[LayerHooks],
+    opts: &StackOptions,
+) -> Result<StackSettings, ProbeError> {
+    let mut needed: Vec<&str> = vec![CLOSE_EVENT];
+    for l in layers {
+        match l.layer {
+            Layer::SockTx => needed.push("sock:sock_send_length"),
+            Layer::TcpRx => needed.push("tcp:tcp_probe"),
+            Layer::SockRx => needed.push("sock:sock_recv_length"),
+            _ => {}
+        }
+    }
+    let mut tp = offsets::stack_tp_offsets(&kernel.tracefs, &needed)?;
+    let skb_off = |h: &Hook| -> Result<u32, ProbeError> {
+        let f = kernel
+            .tracefs
+            .format(&h.target)
+            .map_err(offsets::OffsetError::from)?;
+        Ok(
+            f.offset(f.skb_field().map_or("skbaddr", |f| f.name.as_str()), 8)
+                .map_err(offsets::OffsetError::from)?,
+        )
+    };
+    let mut skb_args = [0u8; 8];
+    for l in layers {
+        for (i, h) in l.hooks.iter().take(l.layer.max_hooks()).enumerate() {
+            let Some(slot) = l.layer.skb_slot(i) else {
+                continue;
+            };
+            if h.kind == Kind::TpBtf {
+                continue; // the skb is the tracepoint's first argument
+            }
+            if h.kind != Kind::Tracepoint {
+                skb_args[slot] = skb_arg(kernel, &h.target).map_err(|reason| ProbeError::Hook {
+                    layer: l.layer.key(),
+                    hook: h.to_string(),
+                    reason,
+                })?;
+                continue;
+            }
+            let off = skb_off(h)?;
+            match l.layer {
+                Layer::IpTx => tp.ip_tx_skb = off,
+                Layer::DevTx => tp.dev_tx_skb = off,
+                Layer::IpRx => tp.ip_rx_skb = off,
+                Layer::DevRx => tp.dev_rx_skb[i.min(DEV_RX_HOOKS - 1)] = off,
+                _ => {}
+            }
+        }
+    }
+    let mut s = StackSettings {
+        off: offsets::kernel_offsets(&kernel.btf)?,
+        tp,
+        sample_bytes: opts.sample_bytes,
+        skb_arg: skb_args,
+        ..StackSettings::ZERO
+    };
+    fill(&mut s.ports, &opts.ports, "ports", STACK_MAX_PORTS)?;
+    fill(
+        &mut s.netns,
+        &opts.netns,
+        "network namespaces",
+        STACK_MAX_NETNS,
+    )?;
+    fill(&mut s.tgids, &opts.tgids, "processes", STACK_MAX_TGIDS)?;
+    fill(&mut s.cgroups, &opts.cgroups, "cgroups", STACK_MAX_CGROUPS)?;
+    s.n_cgroups = opts.cgroups.len() as u32;
+    if !opts.cgroups.is_empty() {
+        s.flags |= STACK_FILTER_CGROUP;
+    }
+    s.n_ports = opts.ports.len() as u32;
+    s.n_netns = opts.netns.len() as u32;
+    s.n_tgids = opts.tgids.len() as u32;
+    if !opts.ports.is_empty() {
+        s.flags |= STACK_FILTER_PORT;
+    }
+    if !opts.netns.is_empty() {
+        s.flags |= STACK_FILTER_NETNS;
+    }
+    if !opts.tgids.is_empty() {
+        s.flags |= STACK_FILTER_TGID;
+    }
+    Ok(s)
+}
+
+fn fill<T: Copy>(
+    dst: &mut [T],
+    src: &[T],
+    what: &'static str,
+    max: usize,
+) -> Result<(), ProbeError> {
+    if src.len() > max {
+        return Err(ProbeError::FilterTooLong { what, max });
+    }
+    dst[..src.len()].copy_from_slice(src);
+    Ok(())
+}
+
+fn tracepoint<'a>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+) -> Result<&'a mut TracePoint, ProbeError> {
+    let p = ebpf.program_mut(name).ok_or(ProbeError::Missing(name))?;
+    p.try_into().map_err(|source| ProbeError::Program {
+        name,
+        hook: String::new(),
+        source,
+    })
+}
+
+fn attach_tracepoint(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result<(), ProbeError> {
+    let err = |source| ProbeError::Program {
+        name,
+        hook: format!("tracepoint:{event}"),
+        source,
+    };
+    let p = tracepoint(ebpf, name)?;
+    if p.fd().is_err() {
+        p.load().map_err(err)?;
+    }
+    let (sys, ev) = event.split_once(':').unwrap_or(("", event));
+    p.attach(sys, ev).map_err(err)?;
+    Ok(())
+}
+
+/// Loads and attaches a BTF-typed tracepoint program.
+fn attach_btf(
+    ebpf: &mut Ebpf,
+    kernel: &Kernel,
+    name: &'static str,
+    hook: &Hook,
+) -> Result<(), ProbeError> {
+    let err = |source| ProbeError::Program {
+        name,
+        hook: hook.to_string(),
+        source,
+    };
+    let p = ebpf.program_mut(name).ok_or(ProbeError::Missing(name))?;
+    let p: &mut BtfTracePoint = p.try_into().map_err(err)?;
+    p.load(hook.tp_name(), &kernel.aya_btf).map_err(err)?;
+    p.attach().map_err(err)?;
+    Ok(())
+}
+
+/// Loads and attaches an skb layer's program on a kernel function.
+fn attach_function(
+    ebpf: &mut Ebpf,
+    kernel: &Kernel,
+    layer: Layer,
+    name: &'static str,
+    hook: &Hook,
+) -> Result<(), ProbeError> {
+    // The kernel refusing a function hook (fentry is EPERM on some
+    // kernels, a kprobe blacklisted function) is about what this kernel
+    // offers: a setup error naming the hook, like a missing tracepoint.
+    let err = |source: ProgramError| {
+        let mut reason = format!("the kernel refused it: {source}");
+        let mut src = std::error::Error::source(&source);
+        while let Some(e) = src {
+            reason.push_str(&format!(": {e}"));
+            src = e.source();
+        }
+        ProbeError::Hook {
+            layer: layer.key(),
+            hook: hook.to_string(),
+            reason,
+        }
+    };
+    let p = ebpf.program_mut(name).ok_or(ProbeError::Missing(name))?;
+    if hook.kind == Kind::Kprobe {
+        let p: &mut KProbe = p.try_into().map_err(err)?;
+        p.load().map_err(err)?;
+        p.attach(&hook.target, 0).map_err(err)?;
+    } else {
+        let p: &mut FEntry = p.try_into().map_err(err)?;
+        p.load(&hook.target, &kernel.aya_btf).map_err(err)?;
+        p.attach().map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Loads and attaches the TCP-layer send hook: BTF-typed where the kernel
+/// accepts it, else raw (same arguments).
+fn attach_tcp_tx(ebpf: &mut Ebpf, kernel: &Kernel, hook: &Hook) -> Result<(), ProbeError> {
+    let name = program_name(Layer::TcpTx, hook.kind, 0);
+    let err = |source| ProbeError::Program {
+        name,
+        hook: hook.to_string(),
+        source,
+    };
+    let p = ebpf.program_mut(name).ok_or(ProbeError::Missing(name))?;
+    match hook.kind {
+        Kind::TpBtf => {
+            let p: &mut BtfTracePoint = p.try_into().map_err(err)?;
+            p.load(hook.tp_name(), &kernel.aya_btf).map_err(err)?;
+            p.attach().map_err(err)?;
+        }
+        _ => {
+            let p: &mut RawTracePoint = p.try_into().map_err(err)?;
+            p.load().map_err(err)?;
+            p.attach(hook.tp_name()).map_err(err)?;
+        }
+    }
+    Ok(())
+}
+
+impl StackProbe {
+    /// Checks, loads and attaches. On error nothing stays attached.
+    pub fn start(kernel: &Kernel, opts: &StackOptions) -> Result<StackProbe, ProbeError> {
+        if object::STACKLAT.is_empty() {
+            return Err(ProbeError::NotBuilt);
+        }
+        let mut layers = resolve(kernel, opts)?;
+        let ring = if opts.ring_bytes == 0 {
+            4 << 20
+        } else {
+            opts.ring_bytes
+        };
+        let mut settings = settings(kernel, &layers, opts)?;
+        settings.wakeup_bytes = ring / 4;
+        let mut ebpf = EbpfLoader::new()
+            .override_global(names::STACK_SETTINGS, &settings, true)
+            .map_max_entries(names::STACK_EVENTS, ring)
+            .load(object::STACKLAT)
+            .map_err(ProbeError::Load)?;
+
+        // Close first: a flow that ends while we attach the rest is still
+        // flushed.
+        attach_tracepoint(&mut ebpf, "stack_set_state", CLOSE_EVENT)?;
+        for l in &mut layers {
+            match l.layer {
+                Layer::TcpTx => {
+                    // First that loads: tp_btf, else raw_tp.
+                    let mut last = None;
+                    let mut chosen = None;
+                    for h in &l.hooks {
+                        match attach_tcp_tx(&mut ebpf, kernel, h) {
+                            Ok(()) => {
+                                chosen = Some(h.clone());
+                                break;
+                            }
+                            Err(e) => last = Some(e),
+                        }
+                    }
+                    match (chosen, last) {
+                        (Some(h), _) => l.hooks = vec![h],
+                        (None, Some(e)) => return Err(e),
+                        (None, None) => {}
+                    }
+                }
+                Layer::SockTx => {
+                    for ev in SEND_ENTRY_EVENTS {
+                        if kernel.tracefs.has(ev) {
+                            attach_tracepoint(&mut ebpf, "stack_send_enter", ev)?;
+                        }
+                    }
+                    attach_tracepoint(&mut ebpf, "stack_send_length", &l.hooks[0].target)?;
+                }
+                layer => {
+                    for (slot, h) in l.hooks.iter().enumerate() {
+                        let name = program_name(layer, h.kind, slot);
+                        match h.kind {
+                            Kind::Kprobe | Kind::Fentry => {
+                                attach_function(&mut ebpf, kernel, layer, name, h)?
+                            }
+                            Kind::TpBtf => attach_btf(&mut ebpf, kernel, name, h)?,
+                            _ => attach_tracepoint(&mut ebpf, name, &h.target)?,
+                        }
+                    }
+                }
+            }
+        }
+
+        let ring = ebpf
+            .take_map(names::STACK_EVENTS)
+            .ok_or(ProbeError::Missing(names::STACK_EVENTS))?;
+        let ring = RingBuf::try_from(ring).map_err(|e| ProbeError::Map(names::STACK_EVENTS, e))?;
+        let counters = ebpf
+            .take_map(names::STACK_COUNTERS)
+            .ok_or(ProbeError::Missing(names::STACK_COUNTERS))?;
+        let counters = PerCpuArray::try_from(counters)
+            .map_err(|e| ProbeError::Map(names::STACK_COUNTERS, e))?;
+        let map = |ebpf: &mut Ebpf, n: &'static str| ebpf.take_map(n).ok_or(ProbeError::Missing(n));
+        let send_entry = BpfHashMap::try_from(map(&mut ebpf, names::SEND_ENTRY)?)
+            .map_err(|e| ProbeError::Map(names::SEND_ENTRY, e))?;
+        let tcp_pending = BpfHashMap::try_from(map(&mut ebpf, names::TCP_PENDING)?)
+            .map_err(|e| ProbeError::Map(names::TCP_PENDING, e))?;
+        Ok(StackProbe {
+            ring,
+            counters,
+            send_entry,
+            tcp_pending,
+            attached: layers,
+            _ebpf: ebpf,
+        })
+    }
+
+    /// Hands every event waiting in the ring buffer to `f`; returns how many.
+    pub fn drain(&mut self, mut f: impl FnMut(&StackEvent)) -> usize {
+        let mut n = 0;
+        while let Some(item) = self.ring.next() {
+            if item.len() >= size_of::<StackEvent>() {
+                // SAFETY: the program writes whole `StackEvent`s (repr(C),
+                // plain integers: every bit pattern is valid); the item
+                // holds at least that many bytes; unaligned read.
+                let ev = unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<StackEvent>()) };
+                f(&ev);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// The programs' counters, summed over CPUs.
+    pub fn counters(&self) -> StackCounters {
+        self.counters
+            .get(&0, 0)
+            .map(|v| v.iter().fold(StackCounters::default(), |a, c| a.add(*c)))
+            .unwrap_or_default()
+    }
+
+    /// Removes per-thread and per-socket entries older than `max_age_ns` at
+    /// `now_ns` (monotonic): left by threads that exited in a write to a
+    /// file, or by send paths that never return through the socket layer.
+    /// Returns how many it removed.
+    pub fn gc(&mut self, now_ns: u64, max_age_ns: u64) -> usize {
+        let cutoff = now_ns.saturating_sub(max_age_ns);
+        let old_tids: Vec<u32> = self
+            .send_entry
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|&(_, t)| t < cutoff)
+            .map(|(k, _)| k)
+            .collect();
+        let old_socks: Vec<u64> = self
+            .tcp_pending
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|(_, p)| p.ts_ns < cutoff)
+            .map(|(k, _)| k)
+            .collect();
+        for k in &old_tids {
+            let _ = self.send_entry.remove(k);
+        }
+        for k in &old_socks {
+            let _ = self.tcp_pending.remove(k);
+        }
+        old_tids.len() + old_socks.len()
+    }
+
+    /// The ring buffer's fd, readable when events wait (for poll/epoll).
+    pub fn fd(&self) -> RawFd {
+        self.ring.as_raw_fd()
+    }
+}

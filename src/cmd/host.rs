@@ -1,0 +1,262 @@
+//! `xdprobe host`: a one-off stack-layer latency run on this host — where
+//! inside the kernel each TCP flow's time goes (T1…T8), for a duration or
+//! until Ctrl-C. The daemon's `[host]` section runs the same always-on.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::Context;
+use xdprobe_host::hooks::{Hook, Layer};
+use xdprobe_host::kernel::Kernel;
+use xdprobe_host::stack::agent::{self, Output, WallClock};
+use xdprobe_host::stack::matcher::{Matcher, MatcherConfig};
+use xdprobe_host::stack::output::{self, Comms};
+use xdprobe_host::stack::probe::{StackOptions, StackProbe};
+
+/// Exit status for "this kernel or config cannot do that" (as check-config).
+const EXIT_SETUP: u8 = 2;
+
+#[derive(clap::Args, Debug)]
+pub struct HostArgs {
+    /// Stop after this long (e.g. 30s, 2m); default: until SIGINT/SIGTERM.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// One sample per this many stream bytes (the byte whose sequence
+    /// number is a multiple of it, so every layer and host picks the same);
+    /// 0: time every send and read.
+    #[arg(long, default_value_t = 72_400)]
+    pub sample_bytes: u32,
+    /// Only flows with this port at either end (repeatable, at most 16).
+    #[arg(long = "port")]
+    pub ports: Vec<u16>,
+    /// Only this network namespace: a name under /run/netns, a path, or an
+    /// inode number (repeatable, at most 8).
+    #[arg(long = "netns")]
+    pub netns: Vec<String>,
+    /// Only sockets of this process (repeatable, at most 8).
+    #[arg(long = "pid")]
+    pub pids: Vec<u32>,
+    /// Only sockets of processes in this cgroup (v2 path, e.g.
+    /// /sys/fs/cgroup/system.slice/nginx.service; repeatable, at most 8).
+    #[arg(long = "cgroup")]
+    pub cgroups: Vec<PathBuf>,
+    /// Count at most one timed byte per flow per this interval (e.g. 10ms),
+    /// on top of the byte grid.
+    #[arg(long, value_parser = parse_duration)]
+    pub sample_interval: Option<Duration>,
+    /// Use this hook for a layer instead of the default, e.g.
+    /// `dev_tx=tracepoint:net:net_dev_xmit` (repeatable; a layer given
+    /// several times takes them in order).
+    #[arg(long = "hook", value_name = "LAYER=KIND:TARGET")]
+    pub hooks: Vec<String>,
+    /// Observe only these layers (comma-separated keys: sock_tx, tcp_tx,
+    /// ip_tx, dev_tx, dev_rx, ip_rx, tcp_rx, sock_rx); segments across a
+    /// left-out layer are merged.
+    #[arg(long, value_delimiter = ',')]
+    pub layers: Vec<String>,
+    /// Report long-lived flows this often (e.g. 10s); default: when they end.
+    #[arg(long, value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+    /// Write each flow report as a JSON line to FILE ("-": stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    /// Write every timed byte (its flow, stream position and the time each
+    /// layer passed it) as a JSON line to FILE, for plots of your own.
+    #[arg(long, value_name = "FILE")]
+    pub samples: Option<PathBuf>,
+    /// Draw the flows' segments as stacked bars into FILE.svg.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Print the kernel and matcher counters at the end.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    xdprobe_config::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// `/run/netns/NAME`, a path, or an inode number → the namespace inode.
+pub(crate) fn netns_inode(s: &str) -> anyhow::Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(n) = s.parse::<u32>() {
+        return Ok(n);
+    }
+    let path = if s.contains('/') {
+        PathBuf::from(s)
+    } else {
+        PathBuf::from("/run/netns").join(s)
+    };
+    let m = std::fs::metadata(&path).with_context(|| format!("--netns {s}: {}", path.display()))?;
+    u32::try_from(m.ino()).with_context(|| format!("--netns {s}: inode out of range"))
+}
+
+/// A cgroup v2 directory → its ID (the directory's inode number, which is
+/// what `bpf_get_current_cgroup_id` returns).
+fn cgroup_id(p: &std::path::Path) -> anyhow::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).with_context(|| format!("--cgroup {}", p.display()))?;
+    anyhow::ensure!(
+        m.is_dir(),
+        "--cgroup {}: not a cgroup directory",
+        p.display()
+    );
+    Ok(m.ino())
+}
+
+fn options(a: &HostArgs) -> anyhow::Result<StackOptions> {
+    let mut hooks: BTreeMap<Layer, Vec<Hook>> = BTreeMap::new();
+    for h in &a.hooks {
+        let (layer, hook) = h
+            .split_once('=')
+            .with_context(|| format!("--hook {h}: expected LAYER=KIND:TARGET"))?;
+        let layer =
+            Layer::from_key(layer).with_context(|| format!("--hook {h}: no layer {layer:?}"))?;
+        let hook: Hook = hook.parse().with_context(|| format!("--hook {h}"))?;
+        hooks.entry(layer).or_default().push(hook);
+    }
+    let layers = a
+        .layers
+        .iter()
+        .map(|k| Layer::from_key(k).with_context(|| format!("--layers: no layer {k:?}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(StackOptions {
+        hooks,
+        layers,
+        sample_bytes: a.sample_bytes,
+        ports: a.ports.clone(),
+        netns: a
+            .netns
+            .iter()
+            .map(|n| netns_inode(n))
+            .collect::<anyhow::Result<_>>()?,
+        tgids: a.pids.clone(),
+        cgroups: a
+            .cgroups
+            .iter()
+            .map(|p| cgroup_id(p))
+            .collect::<anyhow::Result<_>>()?,
+        ring_bytes: 0,
+    })
+}
+
+pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
+    let opts = match options(&a) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("xdprobe host: {e:#}");
+            return Ok(ExitCode::from(EXIT_SETUP));
+        }
+    };
+    let kernel = match Kernel::open() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("xdprobe host: {e}");
+            return Ok(ExitCode::from(EXIT_SETUP));
+        }
+    };
+    let mut probe = match StackProbe::start(&kernel, &opts) {
+        Ok(p) => p,
+        Err(e) if e.is_setup_error() => {
+            eprintln!("xdprobe host: {e}");
+            return Ok(ExitCode::from(EXIT_SETUP));
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context("starting the host probes")),
+    };
+    for l in &probe.attached {
+        let hooks: Vec<String> = l.hooks.iter().map(ToString::to_string).collect();
+        tracing::info!(layer = l.layer.key(), hooks = %hooks.join(", "), "attached");
+    }
+    let attached: Vec<Layer> = probe.attached.iter().map(|l| l.layer).collect();
+    for l in Layer::ALL.iter().filter(|l| !attached.contains(l)) {
+        if opts.layers.is_empty() || opts.layers.contains(l) {
+            tracing::warn!(
+                layer = l.key(),
+                "no hook on this kernel: the segments on either side are reported merged"
+            );
+        }
+    }
+    let mut matcher = Matcher::new(MatcherConfig {
+        sample_bytes: opts.sample_bytes,
+        report_ns: a.interval.map_or(0, |d| d.as_nanos() as u64),
+        attached,
+        raw_samples: a.samples.is_some(),
+        min_interval_ns: a.sample_interval.map_or(0, |d| d.as_nanos() as u64),
+        require_socket: !opts.tgids.is_empty() || !opts.cgroups.is_empty(),
+        ..MatcherConfig::default()
+    });
+    let mut samples = match &a.samples {
+        None => None,
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let mut json: Option<Box<dyn Write>> = match a.json.as_deref() {
+        None => None,
+        Some("-") => Some(Box::new(std::io::stdout().lock())),
+        Some(p) => Some(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {p}"))?,
+        ))),
+    };
+    let clock = WallClock::now();
+    let mut comms = Comms::default();
+    let mut reports = Vec::new();
+    let mut write_err = None;
+    let mut on_output = |o: Output| match o {
+        Output::Report(r) => {
+            if let Some(w) = json.as_mut()
+                && let Err(e) = output::write_json(w, &r, &clock, &mut comms)
+            {
+                write_err.get_or_insert(e);
+            }
+            reports.push(r);
+        }
+        Output::Samples(raw) => {
+            if let Some(w) = samples.as_mut() {
+                for s in &raw {
+                    let r = serde_json::to_writer(&mut *w, s)
+                        .map_err(std::io::Error::from)
+                        .and_then(|()| w.write_all(b"\n"));
+                    if let Err(e) = r {
+                        write_err.get_or_insert(e);
+                    }
+                }
+            }
+        }
+    };
+    let stats = agent::run(&mut probe, &mut matcher, a.duration, &stop, &mut on_output);
+    drop(probe); // detach before printing
+    if let Some(mut w) = json {
+        w.flush().context("writing the JSON reports")?;
+    }
+    if let Some(mut w) = samples {
+        w.flush().context("writing the samples")?;
+    }
+    if let Some(e) = write_err {
+        return Err(anyhow::Error::new(e).context("writing the JSON reports"));
+    }
+    if let Some(p) = &a.plot {
+        xdprobe_host::stack::plot::stacked_bars(p, &reports)
+            .with_context(|| format!("drawing {}", p.display()))?;
+    }
+    if a.json.as_deref() != Some("-") {
+        output::write_table(&mut std::io::stdout().lock(), &reports)?;
+    }
+    if a.stats {
+        eprintln!(
+            "kernel: {:?}\nmatcher: {:?}\nreports: {}",
+            stats.kernel, stats.matcher, stats.reports
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

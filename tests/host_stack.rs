@@ -1,0 +1,510 @@
+//! Stack-layer latency on a real kernel: two namespaces, real TCP, the
+//! kernel's default offloads (TSO/GSO on), `xdprobe host` as the probe.
+//!
+//! The independent reference is the application's own timing: the sender
+//! writes its send time into each message, the receiver notes when the
+//! read that completed the message returned. Both namespaces share one
+//! kernel clock, so that is the true end-to-end time (T8) of those bytes.
+//! Induced delays must land in their segment: a shaper on the sender's
+//! device queue in T3, a slow reader in T7.
+
+mod common;
+mod host_support;
+mod live_support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use host_support::{
+    HostProbe, Messages, Pair, Reader, SERVER_IP, SERVER_IP6, flow, loaded_host_programs, median,
+    paired_t8, raw_samples, seg, timed_messages,
+};
+use live_support::{require_root, topo::TempDir};
+use serde_json::Value;
+
+fn no_op(_: u32) {}
+
+/// Runs `count` timed messages through a probe started with `args`;
+/// returns the reports and the messages' own timings.
+fn run(
+    pair: &Pair,
+    dir: &TempDir,
+    server: SocketAddr,
+    args: &[&str],
+    m: &Messages,
+    before_each: &(dyn Fn(u32) + Sync),
+) -> (Vec<Value>, Vec<host_support::Timed>) {
+    let probe = HostProbe::start(&dir.0, args);
+    let timed = timed_messages(&pair.c, &pair.s, server, m, before_each);
+    assert_eq!(timed.len() as u32, m.count, "every message arrived");
+    // Let the last socket events reach the agent before it stops.
+    std::thread::sleep(Duration::from_millis(400));
+    (probe.stop(), timed)
+}
+
+/// The data flow's report (client → server:port); exactly one.
+fn data_flow(reports: &[Value], port: u16, src: &str) -> Value {
+    let f = flow(reports, port, src);
+    assert_eq!(f.len(), 1, "one report for the data flow: {reports:#?}");
+    f[0].clone()
+}
+
+fn check_t8_against_application(server: SocketAddr, src: &str, port: u16, extra: &[&str]) {
+    let pair = Pair::new();
+    let dir = TempDir::new("host_t8");
+    let p = port.to_string();
+    let samples = dir.0.join("samples.jsonl");
+    let size = 1000;
+    let mut args = vec![
+        "--port",
+        &p,
+        "--sample-bytes",
+        "0",
+        "--samples",
+        samples.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (reports, timed) = run(
+        &pair,
+        &dir,
+        server,
+        &args,
+        &Messages {
+            count: 200,
+            size,
+            gap: Duration::from_millis(2),
+            reader: Reader::Eager,
+        },
+        &no_op,
+    );
+    let r = data_flow(&reports, port, src);
+    let layers: Vec<&str> = r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        layers,
+        [
+            "sock_tx", "tcp_tx", "ip_tx", "dev_tx", "dev_rx", "ip_rx", "tcp_rx", "sock_rx"
+        ],
+        "both ends on this kernel: every layer"
+    );
+    // Sender and receiver are told apart by namespace.
+    assert_eq!(r["sender"]["netns"], Pair::inode(&pair.c));
+    assert_eq!(r["receiver"]["netns"], Pair::inode(&pair.s));
+    assert_eq!(r["sender"]["pid"], std::process::id());
+
+    // Byte for byte: the probe's T8 of each message's last byte against
+    // the message's own send and read times. The application's clock
+    // reads sit outside the system calls the probe times from the inside,
+    // a few µs each way.
+    let raw = raw_samples(&samples, port);
+    let pairs = paired_t8(&raw, &timed, size);
+    assert!(
+        pairs.len() >= 190,
+        "the probe timed {} of 200 messages",
+        pairs.len()
+    );
+    let diffs: Vec<i64> = pairs.iter().map(|&(a, p)| a as i64 - p as i64).collect();
+    let mut d = diffs.clone();
+    d.sort_unstable();
+    let med_diff = d[d.len() / 2] as f64 / 1000.0;
+    let app: Vec<u64> = pairs.iter().map(|p| p.0).collect();
+    let probe: Vec<u64> = pairs.iter().map(|p| p.1).collect();
+    let (app_p50, probe_p50) = (median(&app) as f64 / 1000.0, median(&probe) as f64 / 1000.0);
+    eprintln!(
+        "T8 p50: probe {probe_p50:.1} µs, application {app_p50:.1} µs; median per-message difference {med_diff:.1} µs over {} messages",
+        pairs.len()
+    );
+    let tol = (0.05 * app_p50).max(20.0);
+    assert!(
+        med_diff.abs() <= tol,
+        "per message, the application's T8 exceeds the probe's by a median {med_diff} µs (tolerance {tol})"
+    );
+    // The report says what the samples say.
+    let t8 = &r["t8"];
+    assert_eq!(t8["samples"].as_u64().unwrap(), raw.len() as u64);
+    let all: Vec<u64> = raw
+        .iter()
+        .filter_map(|(_, t)| {
+            let g = |n: &str| t.iter().find(|(l, _)| l == n).map(|x| x.1);
+            Some(g("sock_rx")? - g("sock_tx")?)
+        })
+        .collect();
+    let from_raw = median(&all) as f64 / 1000.0;
+    assert!((t8["p50_us"].as_f64().unwrap() - from_raw).abs() < 0.01);
+    // The segments add up to T8.
+    let names = ["T1", "T2", "T3", "T4", "T5", "T6", "T7"];
+    let sum: f64 = names.iter().map(|n| seg(&r, n, "mean_us")).sum();
+    let t8_mean = t8["mean_us"].as_f64().unwrap();
+    assert!(
+        (sum - t8_mean).abs() <= 0.05 * t8_mean,
+        "segment means add to {sum} µs, T8 mean {t8_mean} µs"
+    );
+}
+
+#[test]
+fn t8_agrees_with_the_applications_own_timing_ipv4() {
+    if !require_root("t8_agrees_with_the_applications_own_timing_ipv4") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let server: SocketAddr = format!("{SERVER_IP}:5301").parse().unwrap();
+    check_t8_against_application(server, "192.0.2.1", 5301, &[]);
+}
+
+/// The BTF-typed variants of the IP and device layers (an option: the
+/// defaults are classic tracepoints) time the same bytes the same way.
+#[test]
+fn t8_agrees_with_btf_typed_hooks_too() {
+    if !require_root("t8_agrees_with_btf_typed_hooks_too") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let server: SocketAddr = format!("{SERVER_IP}:5307").parse().unwrap();
+    check_t8_against_application(
+        server,
+        "192.0.2.1",
+        5307,
+        &[
+            "--hook",
+            "ip_tx=tp_btf:net_dev_queue",
+            "--hook",
+            "dev_tx=tp_btf:net_dev_start_xmit",
+            "--hook",
+            "dev_rx=tp_btf:napi_gro_receive_entry",
+            "--hook",
+            "dev_rx=tp_btf:netif_rx",
+            "--hook",
+            "ip_rx=tp_btf:netif_receive_skb",
+        ],
+    );
+}
+
+#[test]
+fn t8_agrees_with_the_applications_own_timing_ipv6() {
+    if !require_root("t8_agrees_with_the_applications_own_timing_ipv6") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let server: SocketAddr = format!("[{SERVER_IP6}]:5302").parse().unwrap();
+    check_t8_against_application(server, "2001:db8::1", 5302, &[]);
+}
+
+#[test]
+fn a_slow_reader_grows_t7_and_nothing_else() {
+    if !require_root("a_slow_reader_grows_t7_and_nothing_else") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let pair = Pair::new();
+    let server: SocketAddr = format!("{SERVER_IP}:5303").parse().unwrap();
+    let args = ["--port", "5303", "--sample-bytes", "0"];
+    let gap = Duration::from_millis(12);
+    let d = TempDir::new("host_t7a");
+    let (fast, _) = run(
+        &pair,
+        &d,
+        server,
+        &args,
+        &Messages {
+            count: 60,
+            size: 1000,
+            gap,
+            reader: Reader::Eager,
+        },
+        &no_op,
+    );
+    let d = TempDir::new("host_t7b");
+    let sleep = Duration::from_millis(5);
+    let (slow, timed) = run(
+        &pair,
+        &d,
+        server,
+        &args,
+        &Messages {
+            count: 60,
+            size: 1000,
+            gap,
+            reader: Reader::Lazy(sleep),
+        },
+        &no_op,
+    );
+    let (fast, slow) = (
+        data_flow(&fast, 5303, "192.0.2.1"),
+        data_flow(&slow, 5303, "192.0.2.1"),
+    );
+    let grow = |n: &str| seg(&slow, n, "p50_us") - seg(&fast, n, "p50_us");
+    let t7 = grow("T7");
+    eprintln!(
+        "T7 p50 grew by {t7:.0} µs (reader sleeps {} µs)",
+        sleep.as_micros()
+    );
+    let want = sleep.as_secs_f64() * 1e6;
+    assert!(
+        (t7 - want).abs() <= 0.1 * want,
+        "T7 grew {t7} µs, expected ≈ {want}"
+    );
+    for n in ["T1", "T2", "T3", "T4", "T5", "T6"] {
+        let g = grow(n);
+        assert!(g.abs() < 50.0, "{n} moved by {g} µs");
+    }
+    // And the probe's T8 still matches the application's.
+    let reference: Vec<u64> = timed.iter().map(|t| t.t8_ns()).collect();
+    let ref_p50 = median(&reference) as f64 / 1000.0;
+    let p = slow["t8"]["p50_us"].as_f64().unwrap();
+    assert!(
+        (p - ref_p50).abs() <= (0.05 * ref_p50).max(20.0),
+        "T8 {p} vs {ref_p50}"
+    );
+}
+
+#[test]
+fn a_missing_tracepoint_is_a_clear_error_and_leaves_nothing_attached() {
+    if !require_root("a_missing_tracepoint_is_a_clear_error_and_leaves_nothing_attached") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let before = loaded_host_programs();
+    let out = common::xdprobe()
+        .args(["host", "--duration", "1s"])
+        .args(["--hook", "dev_tx=tracepoint:net:net_dev_no_such_event"])
+        .output()
+        .expect("run xdprobe host");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "exit 2: {err}");
+    assert!(
+        err.contains("host.hooks.dev_tx") && err.contains("net:net_dev_no_such_event"),
+        "names the layer and the tracepoint: {err}"
+    );
+    assert_eq!(loaded_host_programs(), before, "nothing left loaded");
+}
+
+#[test]
+fn sigterm_detaches_every_program() {
+    if !require_root("sigterm_detaches_every_program") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let dir = TempDir::new("host_term");
+    let before = loaded_host_programs();
+    let p = HostProbe::start(&dir.0, &["--port", "5399"]);
+    let during = loaded_host_programs();
+    assert!(
+        during.len() >= before.len() + 8,
+        "the programs are loaded while it runs: {during:?}"
+    );
+    let _ = p.stop();
+    assert_eq!(loaded_host_programs(), before, "all detached and unloaded");
+}
+
+#[test]
+fn a_shaped_device_queue_grows_t3_by_the_queueing_delay() {
+    if !require_root("a_shaped_device_queue_grows_t3_by_the_queueing_delay") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let pair = Pair::new();
+    let server: SocketAddr = format!("{SERVER_IP}:5304").parse().unwrap();
+    let args = ["--port", "5304", "--sample-bytes", "0"];
+    let gap = Duration::from_millis(40);
+    let count = 30;
+    let d = TempDir::new("host_t3a");
+    let (plain, _) = run(
+        &pair,
+        &d,
+        server,
+        &args,
+        &Messages {
+            count,
+            size: 1000,
+            gap,
+            reader: Reader::Eager,
+        },
+        &no_op,
+    );
+
+    // A token bucket on the sender's device: 10 Mbit/s, one frame of
+    // burst. Before each message the client queues a burst of UDP frames
+    // there, so the message's segment waits behind them.
+    const RATE_BPS: f64 = 10e6;
+    const BUCKET: f64 = 1600.0;
+    const FRAMES: usize = 16;
+    const FRAME_WIRE: f64 = 1514.0; // 1472 B of UDP payload + UDP/IP/Ethernet headers
+    pair.c.exec(&[
+        "tc", "qdisc", "add", "dev", "c0", "root", "tbf", "rate", "10mbit", "burst", "1600",
+        "limit", "200000",
+    ]);
+    let burst = |_: u32| {
+        let u = std::net::UdpSocket::bind("192.0.2.1:0").expect("udp");
+        let payload = [0u8; 1472];
+        for _ in 0..FRAMES {
+            let _ = u.send_to(&payload, "192.0.2.2:9");
+        }
+    };
+    let d = TempDir::new("host_t3b");
+    let (shaped, _) = run(
+        &pair,
+        &d,
+        server,
+        &args,
+        &Messages {
+            count,
+            size: 1000,
+            gap,
+            reader: Reader::Eager,
+        },
+        &burst,
+    );
+    let (plain, shaped) = (
+        data_flow(&plain, 5304, "192.0.2.1"),
+        data_flow(&shaped, 5304, "192.0.2.1"),
+    );
+    // The message's own frame: 1000 B + TCP (with timestamps), IP, Ethernet.
+    let own = 1000.0 + 32.0 + 20.0 + 14.0;
+    let want_us = ((FRAMES as f64 * FRAME_WIRE + own - BUCKET) * 8.0 / RATE_BPS) * 1e6;
+    let grow = |n: &str| seg(&shaped, n, "p50_us") - seg(&plain, n, "p50_us");
+    let t3 = grow("T3");
+    eprintln!("T3 p50 grew by {t3:.0} µs; the queue ahead drains in {want_us:.0} µs");
+    assert!(
+        (t3 - want_us).abs() <= 0.1 * want_us,
+        "T3 grew {t3} µs, the queue ahead takes {want_us} µs"
+    );
+    for n in ["T1", "T2", "T4", "T5", "T6", "T7"] {
+        let g = grow(n);
+        assert!(g.abs() < 100.0, "{n} moved by {g} µs");
+    }
+}
+
+/// The kernel's event count from a probe's `--stats` output.
+fn kernel_events(stderr: &str) -> u64 {
+    stderr
+        .split("events: ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no kernel event count in {stderr}"))
+}
+
+#[test]
+fn sampling_times_one_byte_in_n_and_keeps_the_percentiles() {
+    if !require_root("sampling_times_one_byte_in_n_and_keeps_the_percentiles") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let pair = Pair::new();
+    let server: SocketAddr = format!("{SERVER_IP}:5305").parse().unwrap();
+    // One MSS per message: every byte of a message travels in the same
+    // segment, so timing its last byte (no sampling) or a grid byte
+    // (sampling) measures the same thing, and the percentiles must agree.
+    let (count, size) = (2000u32, 1448usize);
+    const N: u64 = 14_480;
+    // Two probes on the same traffic: one times every send and read, one
+    // samples, so the percentiles compare like with like.
+    let d_all = TempDir::new("host_samp_all");
+    let d_grid = TempDir::new("host_samp_grid");
+    let n = N.to_string();
+    let all = HostProbe::start(
+        &d_all.0,
+        &["--port", "5305", "--sample-bytes", "0", "--stats"],
+    );
+    let grid = HostProbe::start(
+        &d_grid.0,
+        &["--port", "5305", "--sample-bytes", &n, "--stats"],
+    );
+    let m = Messages {
+        count,
+        size,
+        gap: Duration::from_millis(1),
+        reader: Reader::Eager,
+    };
+    let timed = timed_messages(&pair.c, &pair.s, server, &m, &no_op);
+    assert_eq!(timed.len() as u32, count);
+    std::thread::sleep(Duration::from_millis(400));
+    let (all, all_err) = all.stop_with_stderr();
+    let (grid, grid_err) = grid.stop_with_stderr();
+    let (all, grid) = (
+        data_flow(&all, 5305, "192.0.2.1"),
+        data_flow(&grid, 5305, "192.0.2.1"),
+    );
+    let bytes = u64::from(count) * size as u64;
+    let expect = bytes / N;
+    let (got_all, got) = (
+        all["complete"].as_u64().unwrap(),
+        grid["complete"].as_u64().unwrap(),
+    );
+    let (ev_all, ev_grid) = (kernel_events(&all_err), kernel_events(&grid_err));
+    eprintln!(
+        "samples: {got_all} unsampled, {got} sampled (grid bytes in the stream: {expect}); kernel events {ev_all} vs {ev_grid}"
+    );
+    assert!(
+        got + 3 >= expect && got <= expect + 1,
+        "one sample per {N} bytes: {got}, expected {expect}"
+    );
+    assert!(got_all >= u64::from(count) * 95 / 100, "{got_all}");
+    // Fewer records by the grid's factor (N / message size), in the kernel
+    // already: the ring buffer carries only what holds a grid byte.
+    let factor = N as f64 / size as f64;
+    let ratio = ev_all as f64 / ev_grid as f64;
+    assert!(
+        (ratio - factor).abs() <= 0.2 * factor,
+        "kernel events fell by {ratio:.1}, the grid's factor is {factor:.1}"
+    );
+    for n in ["T1", "T2", "T3", "T4", "T5", "T6", "T7"] {
+        let (a, g) = (seg(&all, n, "p50_us"), seg(&grid, n, "p50_us"));
+        eprintln!("{n} p50: all {a:.1} µs, sampled {g:.1} µs");
+        assert!(
+            (a - g).abs() <= (0.15 * a).max(5.0),
+            "{n} p50 {g} µs sampled vs {a} µs unsampled"
+        );
+    }
+    let (a, g) = (
+        all["t8"]["p50_us"].as_f64().unwrap(),
+        grid["t8"]["p50_us"].as_f64().unwrap(),
+    );
+    eprintln!("T8 p50: all {a:.1} µs, sampled {g:.1} µs");
+    assert!(
+        (a - g).abs() <= (0.15 * a).max(5.0),
+        "T8 p50 {g} sampled vs {a}"
+    );
+}
+
+#[test]
+fn function_hooks_are_a_per_kernel_option_refused_clearly_here() {
+    if !require_root("function_hooks_are_a_per_kernel_option_refused_clearly_here") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let before = loaded_host_programs();
+    // This kernel has no kprobes and refuses fentry: each is a setup error
+    // naming the layer and hook, and the hooks attached before it (fentry
+    // fails at load, after the tracepoint layers) are all taken down.
+    for (hook, why) in [
+        ("ip_rx=kprobe:ip_rcv", "no kprobes"),
+        ("ip_rx=fentry:ip_rcv", "refused"),
+        ("ip_rx=fentry:tcp_v4_connect", "no struct sk_buff"),
+        (
+            "tcp_rx=kprobe:tcp_rcv_established",
+            "written for tracepoint",
+        ),
+    ] {
+        let out = common::xdprobe()
+            .args(["host", "--duration", "1s", "--hook", hook])
+            .output()
+            .expect("run xdprobe host");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{hook}: exit 2: {err}");
+        let layer = hook.split('=').next().unwrap();
+        assert!(
+            err.contains(&format!("host.hooks.{layer}")) && err.contains(why),
+            "{hook}: {err}"
+        );
+        assert_eq!(
+            loaded_host_programs(),
+            before,
+            "{hook}: nothing left loaded"
+        );
+    }
+}

@@ -1,0 +1,427 @@
+//! Helpers for the host-side tests: two namespaces joined by a veth pair
+//! with the kernel's default offloads (TSO/GSO on, as the issue demands),
+//! the real `xdprobe` binary as the probe, and applications that time
+//! themselves (the independent reference).
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::live_support::{NetNs, sh, topo::signal};
+
+pub const CLIENT_IP: &str = "192.0.2.1";
+pub const SERVER_IP: &str = "192.0.2.2";
+pub const CLIENT_IP6: &str = "2001:db8::1";
+pub const SERVER_IP6: &str = "2001:db8::2";
+
+/// Host tests run one at a time: they count the programs loaded on the
+/// whole kernel, and each probe watches every flow of its ports.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `CLOCK_MONOTONIC` in ns: the clock the kernel programs stamp with.
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Client namespace `c` (c0: 192.0.2.1, 2001:db8::1) and server namespace
+/// `s` (s0: 192.0.2.2, 2001:db8::2), one veth pair, offloads as the kernel
+/// sets them, static neighbours.
+pub struct Pair {
+    pub c: NetNs,
+    pub s: NetNs,
+}
+
+impl Pair {
+    pub fn new() -> Pair {
+        let c = NetNs::new("hsc");
+        let s = NetNs::new("hss");
+        sh(&[
+            "ip", "-n", &c.name, "link", "add", "c0", "type", "veth", "peer", "name", "s0",
+            "netns", &s.name,
+        ]);
+        for (ns, dev, v4, v6) in [
+            (&c, "c0", CLIENT_IP, CLIENT_IP6),
+            (&s, "s0", SERVER_IP, SERVER_IP6),
+        ] {
+            ns.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=0"]);
+            ns.exec(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{dev}.disable_ipv6=0"),
+            ]);
+            ns.exec(&["ip", "addr", "add", &format!("{v4}/24"), "dev", dev]);
+            ns.exec(&[
+                "ip",
+                "addr",
+                "add",
+                &format!("{v6}/64"),
+                "dev",
+                dev,
+                "nodad",
+            ]);
+            ns.exec(&["ip", "link", "set", dev, "up"]);
+        }
+        let cmac = c.mac("c0");
+        let smac = s.mac("s0");
+        for (ns, dev, ip, mac) in [
+            (&c, "c0", SERVER_IP, &smac),
+            (&c, "c0", SERVER_IP6, &smac),
+            (&s, "s0", CLIENT_IP, &cmac),
+            (&s, "s0", CLIENT_IP6, &cmac),
+        ] {
+            ns.exec(&[
+                "ip",
+                "neigh",
+                "replace",
+                ip,
+                "lladdr",
+                mac,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ]);
+        }
+        Pair { c, s }
+    }
+
+    /// The namespace's inode (what the probe reports as `netns`).
+    pub fn inode(ns: &NetNs) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(format!("/run/netns/{}", ns.name))
+            .expect("netns file")
+            .ino()
+    }
+}
+
+/// A running `xdprobe host`, stopped with SIGTERM on [`HostProbe::stop`]
+/// (killed on drop if a test fails first).
+pub struct HostProbe {
+    child: Option<Child>,
+    pub json: PathBuf,
+    stderr: PathBuf,
+}
+
+impl HostProbe {
+    /// Starts `xdprobe host ARGS --json FILE` and waits until every layer
+    /// is attached.
+    pub fn start(dir: &Path, args: &[&str]) -> HostProbe {
+        let json = dir.join("host.jsonl");
+        let stderr = dir.join("host.err");
+        let child = Command::new(env!("CARGO_BIN_EXE_xdprobe"))
+            .arg("host")
+            .args(args)
+            .arg("--json")
+            .arg(&json)
+            .env("XDPROBE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
+            .expect("spawn xdprobe host");
+        let mut p = HostProbe {
+            child: Some(child),
+            json,
+            stderr,
+        };
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            let err = std::fs::read_to_string(&p.stderr).unwrap_or_default();
+            if err.contains("sock_rx") && err.contains("attached") {
+                break;
+            }
+            if let Some(st) = p.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("xdprobe host exited early ({st}): {err}");
+            }
+            assert!(Instant::now() < end, "xdprobe host not attached: {err}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        p
+    }
+
+    /// SIGTERM, wait, and the reports it wrote.
+    pub fn stop(self) -> Vec<Value> {
+        self.stop_with_stderr().0
+    }
+
+    /// As [`HostProbe::stop`], with what it printed on stderr.
+    pub fn stop_with_stderr(mut self) -> (Vec<Value>, String) {
+        let mut child = self.child.take().expect("running");
+        signal(child.id(), libc::SIGTERM);
+        let st = child.wait().expect("wait xdprobe host");
+        let err = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        assert!(st.success(), "xdprobe host failed ({st}): {err}");
+        let reports = std::fs::read_to_string(&self.json)
+            .expect("json output")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        (reports, err)
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for HostProbe {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// How the receiving application reads.
+#[derive(Clone, Copy, Debug)]
+pub enum Reader {
+    /// read() as soon as data is there.
+    Eager,
+    /// Waits until the socket is readable, then sleeps this long before
+    /// reading: every message waits that long in the receive queue.
+    Lazy(Duration),
+}
+
+/// One message's own timing: the sender's clock just before write(), the
+/// receiver's just after the read() that completed it.
+#[derive(Clone, Copy, Debug)]
+pub struct Timed {
+    pub index: u32,
+    pub sent_ns: u64,
+    pub read_ns: u64,
+}
+
+impl Timed {
+    pub fn t8_ns(&self) -> u64 {
+        self.read_ns.saturating_sub(self.sent_ns)
+    }
+}
+
+/// Message layout: send time (u64), index (u32), length (u32), then filler.
+pub const HEADER: usize = 16;
+
+/// What the timed application sends.
+#[derive(Clone, Copy, Debug)]
+pub struct Messages {
+    pub count: u32,
+    /// Bytes per message (at least [`HEADER`]).
+    pub size: usize,
+    /// Pause after each message.
+    pub gap: Duration,
+    pub reader: Reader,
+}
+
+/// The client in `c` sends `m.count` messages of `m.size` bytes to
+/// `server`, one every `m.gap`, each carrying its own send time; the server
+/// in `s` reads them as `m.reader` says and records when it read each.
+/// `before_each(i)` runs in the client (its namespace) before message `i`.
+/// Returns the messages' timings, parsed by the receiver from the stream.
+pub fn timed_messages(
+    c: &NetNs,
+    s: &NetNs,
+    server: SocketAddr,
+    m: &Messages,
+    before_each: &(dyn Fn(u32) + Sync),
+) -> Vec<Timed> {
+    let Messages {
+        count,
+        size,
+        gap,
+        reader,
+    } = *m;
+    assert!(size >= HEADER);
+    let (tx, rx) = mpsc::channel();
+    std::thread::scope(|sc| {
+        let srv = sc.spawn(|| {
+            s.enter_current_thread();
+            realtime();
+            let l = TcpListener::bind(server).expect("bind");
+            tx.send(()).expect("ready");
+            let (mut conn, _) = l.accept().expect("accept");
+            conn.set_read_timeout(Some(Duration::from_secs(20))).ok();
+            let mut out = Vec::new();
+            let mut pending: Vec<u8> = Vec::new();
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                if let Reader::Lazy(d) = reader {
+                    wait_readable(&conn);
+                    std::thread::sleep(d);
+                }
+                let n = match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                let read_ns = mono_ns();
+                pending.extend_from_slice(&buf[..n]);
+                while pending.len() >= size {
+                    let sent_ns = u64::from_le_bytes(pending[0..8].try_into().unwrap());
+                    let index = u32::from_le_bytes(pending[8..12].try_into().unwrap());
+                    let len = u32::from_le_bytes(pending[12..16].try_into().unwrap());
+                    assert_eq!(len as usize, size, "stream framing");
+                    out.push(Timed {
+                        index,
+                        sent_ns,
+                        read_ns,
+                    });
+                    pending.drain(..size);
+                }
+            }
+            out
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("server ready");
+        sc.spawn(|| {
+            c.enter_current_thread();
+            realtime();
+            let mut conn =
+                TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect");
+            conn.set_nodelay(true).ok();
+            let mut msg = vec![0x5au8; size];
+            for i in 0..count {
+                before_each(i);
+                let t = mono_ns();
+                msg[0..8].copy_from_slice(&t.to_le_bytes());
+                msg[8..12].copy_from_slice(&i.to_le_bytes());
+                msg[12..16].copy_from_slice(&(size as u32).to_le_bytes());
+                conn.write_all(&msg).expect("write");
+                std::thread::sleep(gap);
+            }
+        })
+        .join()
+        .expect("client");
+        srv.join().expect("server")
+    })
+}
+
+/// Real-time priority for the calling thread, so that the other work on
+/// the machine (builds, other tests) cannot preempt it between a system
+/// call and the clock read next to it: the reference then times the
+/// system calls, as the probe does, not the scheduler's whims.
+pub fn realtime() {
+    let p = libc::sched_param { sched_priority: 10 };
+    // SAFETY: sets this thread's policy; a plain struct passed by pointer.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+    assert_eq!(rc, 0, "SCHED_FIFO: {}", std::io::Error::last_os_error());
+}
+
+fn wait_readable(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: s.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one valid pollfd with a bounded timeout.
+    unsafe { libc::poll(&mut p, 1, 5000) };
+}
+
+/// Median of `v` (sorted copy), nearest rank.
+pub fn median(v: &[u64]) -> u64 {
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    s[s.len().div_ceil(2) - 1]
+}
+
+/// The report of the flow `src:sport → dst:dport` (any sport when 0).
+pub fn flow<'a>(reports: &'a [Value], dst_port: u16, src: &str) -> Vec<&'a Value> {
+    reports
+        .iter()
+        .filter(|r| r["dport"] == dst_port && r["src"] == src)
+        .collect()
+}
+
+/// A segment's figure in a report, µs.
+pub fn seg(r: &Value, name: &str, what: &str) -> f64 {
+    r["segments"][name][what]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no segments.{name}.{what} in {r}"))
+}
+
+/// Reads the `--samples` file: per timed byte of the flow to `dport`, its
+/// stream position and layer → time (ns).
+pub fn raw_samples(path: &Path, dport: u16) -> Vec<(u64, Vec<(String, u64)>)> {
+    std::fs::read_to_string(path)
+        .expect("samples file")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|v| v["dport"] == dport)
+        .map(|v| {
+            let times = v["times"]
+                .as_array()
+                .expect("times")
+                .iter()
+                .map(|t| (t[0].as_str().unwrap().to_owned(), t[1].as_u64().unwrap()))
+                .collect();
+            (v["pos"].as_u64().unwrap(), times)
+        })
+        .collect()
+}
+
+/// Pairs the probe's T8 of each message's last byte with the message's
+/// own timing: (application T8, probe T8) in ns, for every message the
+/// probe timed. Messages are `size` bytes back to back, so the k-th one
+/// ends at `first_end + k·size`.
+pub fn paired_t8(
+    samples: &[(u64, Vec<(String, u64)>)],
+    timed: &[Timed],
+    size: usize,
+) -> Vec<(u64, u64)> {
+    let t8 = |times: &[(String, u64)]| {
+        let get = |n: &str| times.iter().find(|(l, _)| l == n).map(|(_, t)| *t);
+        get("sock_rx")?.checked_sub(get("sock_tx")?)
+    };
+    let Some(first) = samples.iter().map(|s| s.0).min() else {
+        return Vec::new();
+    };
+    let mut by_index = std::collections::HashMap::new();
+    for (pos, times) in samples {
+        let off = pos - first;
+        if off % size as u64 == 0
+            && let Some(v) = t8(times)
+        {
+            by_index.insert((off / size as u64) as u32, v);
+        }
+    }
+    let first_index = timed.iter().map(|t| t.index).min().unwrap_or(0);
+    timed
+        .iter()
+        .filter_map(|t| {
+            by_index
+                .get(&(t.index - first_index))
+                .map(|&p| (t.t8_ns(), p))
+        })
+        .collect()
+}
+
+/// The names of the host programs loaded now (bpftool).
+pub fn loaded_host_programs() -> Vec<String> {
+    let out = Command::new("bpftool")
+        .args(["prog", "show", "--json"])
+        .output()
+        .expect("bpftool");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(vec![]));
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| p["name"].as_str())
+                .filter(|n| n.starts_with("stack_") || n.starts_with("conn_"))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -268,9 +268,18 @@ fn a_missing_tracepoint_is_a_clear_error_and_leaves_nothing_attached() {
     }
     let _serial = host_support::serial();
     let before = loaded_host_programs();
+    // The config names a tracepoint this kernel does not have (as an
+    // operator's hook list for another kernel would).
+    let dir = TempDir::new("host_missing");
+    let cfg = dir.0.join("probe.toml");
+    std::fs::write(
+        &cfg,
+        "[host]\nstack = true\n[host.hooks]\ndev_tx = [\"tracepoint:net:net_dev_no_such_event\"]\n",
+    )
+    .unwrap();
     let out = common::xdprobe()
-        .args(["host", "--duration", "1s"])
-        .args(["--hook", "dev_tx=tracepoint:net:net_dev_no_such_event"])
+        .args(["host", "--duration", "1s", "-c"])
+        .arg(&cfg)
         .output()
         .expect("run xdprobe host");
     let err = String::from_utf8_lossy(&out.stderr);

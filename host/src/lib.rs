@@ -6,5 +6,6 @@ pub mod connlat;
 pub mod hooks;
 pub mod kernel;
 pub mod object;
+pub mod scope;
 pub mod stack;
 pub mod trace;

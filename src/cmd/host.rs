@@ -2,7 +2,6 @@
 //! inside the kernel each TCP flow's time goes (T1…T8), for a duration or
 //! until Ctrl-C. The daemon's `[host]` section runs the same always-on.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,10 +10,11 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
+use xdprobe_config::HostSettings;
 use xdprobe_host::hooks::{Hook, Layer};
 use xdprobe_host::kernel::Kernel;
 use xdprobe_host::stack::agent::{self, Output, WallClock};
-use xdprobe_host::stack::matcher::{Matcher, MatcherConfig};
+use xdprobe_host::stack::matcher::Matcher;
 use xdprobe_host::stack::output::{self, Comms};
 use xdprobe_host::stack::probe::{StackOptions, StackProbe};
 
@@ -23,14 +23,18 @@ const EXIT_SETUP: u8 = 2;
 
 #[derive(clap::Args, Debug)]
 pub struct HostArgs {
+    /// Take the scope, sampling, layers and hooks from this config file's
+    /// `[host]` section (the flags below add to or override it).
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Stop after this long (e.g. 30s, 2m); default: until SIGINT/SIGTERM.
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// One sample per this many stream bytes (the byte whose sequence
     /// number is a multiple of it, so every layer and host picks the same);
-    /// 0: time every send and read.
-    #[arg(long, default_value_t = 72_400)]
-    pub sample_bytes: u32,
+    /// 0: time every send and read. Default 72400.
+    #[arg(long)]
+    pub sample_bytes: Option<u32>,
     /// Only flows with this port at either end (repeatable, at most 16).
     #[arg(long = "port")]
     pub ports: Vec<u16>,
@@ -83,34 +87,17 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// `/run/netns/NAME`, a path, or an inode number → the namespace inode.
 pub(crate) fn netns_inode(s: &str) -> anyhow::Result<u32> {
-    use std::os::unix::fs::MetadataExt;
-    if let Ok(n) = s.parse::<u32>() {
-        return Ok(n);
-    }
-    let path = if s.contains('/') {
-        PathBuf::from(s)
-    } else {
-        PathBuf::from("/run/netns").join(s)
+    xdprobe_host::scope::netns_inode(s).with_context(|| format!("--netns {s}"))
+}
+
+/// The probe's options: the config file's `[host]` (or its defaults),
+/// then the flags.
+fn options(a: &HostArgs) -> anyhow::Result<(StackOptions, HostSettings)> {
+    let host = match &a.config {
+        Some(p) => xdprobe_config::load(p)?.host,
+        None => HostSettings::default(),
     };
-    let m = std::fs::metadata(&path).with_context(|| format!("--netns {s}: {}", path.display()))?;
-    u32::try_from(m.ino()).with_context(|| format!("--netns {s}: inode out of range"))
-}
-
-/// A cgroup v2 directory → its ID (the directory's inode number, which is
-/// what `bpf_get_current_cgroup_id` returns).
-fn cgroup_id(p: &std::path::Path) -> anyhow::Result<u64> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(p).with_context(|| format!("--cgroup {}", p.display()))?;
-    anyhow::ensure!(
-        m.is_dir(),
-        "--cgroup {}: not a cgroup directory",
-        p.display()
-    );
-    Ok(m.ino())
-}
-
-fn options(a: &HostArgs) -> anyhow::Result<StackOptions> {
-    let mut hooks: BTreeMap<Layer, Vec<Hook>> = BTreeMap::new();
+    let mut o = xdprobe_host::scope::stack_options(&host)?;
     for h in &a.hooks {
         let (layer, hook) = h
             .split_once('=')
@@ -118,35 +105,32 @@ fn options(a: &HostArgs) -> anyhow::Result<StackOptions> {
         let layer =
             Layer::from_key(layer).with_context(|| format!("--hook {h}: no layer {layer:?}"))?;
         let hook: Hook = hook.parse().with_context(|| format!("--hook {h}"))?;
-        hooks.entry(layer).or_default().push(hook);
+        o.hooks.entry(layer).or_default().push(hook);
     }
-    let layers = a
-        .layers
-        .iter()
-        .map(|k| Layer::from_key(k).with_context(|| format!("--layers: no layer {k:?}")))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(StackOptions {
-        hooks,
-        layers,
-        sample_bytes: a.sample_bytes,
-        ports: a.ports.clone(),
-        netns: a
-            .netns
+    if !a.layers.is_empty() {
+        o.layers = a
+            .layers
             .iter()
-            .map(|n| netns_inode(n))
-            .collect::<anyhow::Result<_>>()?,
-        tgids: a.pids.clone(),
-        cgroups: a
-            .cgroups
-            .iter()
-            .map(|p| cgroup_id(p))
-            .collect::<anyhow::Result<_>>()?,
-        ring_bytes: 0,
-    })
+            .map(|k| Layer::from_key(k).with_context(|| format!("--layers: no layer {k:?}")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+    }
+    if let Some(n) = a.sample_bytes {
+        o.sample_bytes = n;
+    }
+    o.ports.extend(&a.ports);
+    for n in &a.netns {
+        o.netns.push(netns_inode(n)?);
+    }
+    o.tgids.extend(&a.pids);
+    for p in &a.cgroups {
+        o.cgroups
+            .push(xdprobe_host::scope::cgroup_id(p).with_context(|| "--cgroup".to_owned())?);
+    }
+    Ok((o, host))
 }
 
 pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
-    let opts = match options(&a) {
+    let (opts, host) = match options(&a) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("xdprobe host: {e:#}");
@@ -181,15 +165,14 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let mut matcher = Matcher::new(MatcherConfig {
-        sample_bytes: opts.sample_bytes,
-        report_ns: a.interval.map_or(0, |d| d.as_nanos() as u64),
-        attached,
-        raw_samples: a.samples.is_some(),
-        min_interval_ns: a.sample_interval.map_or(0, |d| d.as_nanos() as u64),
-        require_socket: !opts.tgids.is_empty() || !opts.cgroups.is_empty(),
-        ..MatcherConfig::default()
-    });
+    let mut mc = xdprobe_host::scope::matcher_config(&host, &opts, attached);
+    mc.raw_samples = a.samples.is_some();
+    // A one-off run reports flows when they end unless asked otherwise.
+    mc.report_ns = a.interval.map_or(0, |d| d.as_nanos() as u64);
+    if let Some(d) = a.sample_interval {
+        mc.min_interval_ns = d.as_nanos() as u64;
+    }
+    let mut matcher = Matcher::new(mc);
     let mut samples = match &a.samples {
         None => None,
         Some(p) => Some(std::io::BufWriter::new(

@@ -1,8 +1,10 @@
 //! Golden tests: per-flow packet and byte counts per direction, first/last
 //! packet times, VLAN and client/server roles of `xdprobe pcap` equal what
-//! tshark says (through `shared/tools/oracle.py`) on real captures: every
-//! capture in shared/corpus (oracle output checked in beside it) and the
-//! bundled `assets/demo.pcap` (oracle run at test time).
+//! tshark says (the project's oracle, `tests/oracle/`, run at test time) on
+//! real captures: every capture in `tests/corpus` (and in the optional
+//! extra corpus `$XDPROBE_SHARED/corpus`), the bundled `assets/demo.pcap`,
+//! and a capture of real kernel traffic made now through the project's
+//! impairing bridge (`live_support::rig`).
 //!
 //! Flow boundaries differ by design between a flow probe and tshark's stream
 //! index (timeouts, port reuse), so both sides are summed per 5-tuple before
@@ -13,6 +15,8 @@
 //! with fragments are compared per address pair (all protocols together).
 
 mod common;
+mod live_support;
+mod oracle;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -94,8 +98,10 @@ fn theirs(flows: &[Value], by_pair: bool) -> Dirs {
             s = strip_port(&s);
             proto = 0;
         }
-        let us = |k: &str| (f[k].as_f64().unwrap() * 1e6).round() as u64;
-        let (st, en) = (us("first_ts"), us("last_ts"));
+        let (st, en) = (
+            f["first_us"].as_u64().unwrap(),
+            f["last_us"].as_u64().unwrap(),
+        );
         for (from, to, d) in [(&c, &s, "c2s"), (&s, &c, "s2c")] {
             add(
                 &mut m,
@@ -295,7 +301,11 @@ fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
             })
             .collect();
         assert!(!matching.is_empty(), "{name}: no record for {c} -> {s}");
-        for r in matching {
+        // The record holding the flow's first packet knows the roles; a
+        // later one (the flow resumed after an idle timeout) starts
+        // mid-stream and may only guess them.
+        let first = f["first_us"].as_u64();
+        for r in matching.into_iter().filter(|r| r["start_us"].as_u64() == first) {
             assert_eq!(
                 endpoint(&r["client_addr"], &r["client_port"]),
                 c,
@@ -328,105 +338,75 @@ fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
 
 #[test]
 fn corpus_counts_equal_tshark() {
-    let Some(shared) = shared_or_skip() else {
+    if !require(have("tshark"), "tshark is not installed") {
         return;
-    };
+    }
     let mut checked = 0;
-    for cap in corpus_captures(&shared) {
-        let Some(oracle) = corpus_oracle(&cap) else {
-            continue;
-        };
+    for cap in corpus_captures().into_iter().chain(extra_captures()) {
         let name = cap.file_name().unwrap().to_string_lossy().to_string();
+        let flows = oracle::run(&cap, false).flows;
         // Long timeouts: tshark has none, so nothing splits a flow here.
         let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
-        compare(&name, &recs, &oracle, &icmp_errors(&cap));
+        compare(&name, &recs, &flows, &icmp_errors(&cap));
         checked += 1;
     }
-    assert!(checked >= 20, "only {checked} corpus captures checked");
+    assert!(checked >= 30, "only {checked} corpus captures checked");
 }
 
 #[test]
 fn corpus_counts_hold_with_short_timeouts() {
     // Active/idle timeouts split flows into several records; the sums stay.
-    let Some(shared) = shared_or_skip() else {
+    if !require(have("tshark"), "tshark is not installed") {
         return;
-    };
+    }
     for name in [
         "ipfixprobe_mixed.pcap",
         "zeek_missing-syn.pcap",
         "pk_tcp_dupack.pcapng",
+        "zeek_http-bro.org.pcap",
     ] {
-        let cap = shared.join("corpus").join(name);
-        let oracle = corpus_oracle(&cap).unwrap();
+        let cap = corpus_dir().join(name);
+        let flows = oracle::run(&cap, false).flows;
         let recs = xdprobe_json(&cap, &["--idle-timeout", "2s", "--active-timeout", "1s"]);
-        compare(name, &recs, &oracle, &icmp_errors(&cap));
+        compare(name, &recs, &flows, &icmp_errors(&cap));
     }
 }
 
 #[test]
 fn demo_capture_counts_equal_tshark() {
-    let Some(shared) = shared_or_skip() else {
-        return;
-    };
     if !require(have("tshark"), "tshark is not installed") {
         return;
     }
     let cap = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.pcap");
-    let oracle = oracle(&shared, &cap, true);
+    let flows = oracle::run(&cap, true).flows;
     let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
-    assert!(
-        oracle.len() >= 10,
-        "demo capture has only {} flows",
-        oracle.len()
-    );
-    compare("demo.pcap", &recs, &oracle, &icmp_errors(&cap));
+    assert!(flows.len() >= 10, "demo capture has only {} flows", flows.len());
+    compare("demo.pcap", &recs, &flows, &icmp_errors(&cap));
 }
 
 #[test]
 fn fresh_capture_with_many_flows_counts_equal_tshark() {
     // Real kernel traffic made now (not a fixed file): bulk TCP both ways,
-    // HTTP, TLS, DNS, keep-alive, a refused connection and 300 short UDP +
-    // 30 short TCP flows, through the impairing bridge with loss,
-    // reordering and duplication.
-    let Some(shared) = shared_or_skip() else {
+    // HTTP-like transfers, TLS, DNS, keep-alive, a refused connection and
+    // 300 short UDP + 30 short TCP flows, through the project's impairing
+    // bridge with loss, reordering and duplication.
+    if !live_support::rig::can_run() {
         return;
+    }
+    let dir = TempDir::new("golden");
+    let rig = live_support::rig::Rig {
+        seconds: 5,
+        bulk_kbit: 2000,
+        loss_pct: 2.0,
+        reorder_pct: 2.0,
+        dup_pct: 1.0,
+        short_flows: 300,
+        seed: 11,
+        ..Default::default()
     };
-    if !require(
-        is_root(),
-        "not root: make_capture.sh needs network namespaces",
-    ) {
-        return;
-    }
-    for tool in ["tshark", "tcpdump", "iperf3", "curl", "openssl", "ethtool"] {
-        if !require(have(tool), &format!("{tool} is not installed")) {
-            return;
-        }
-    }
-    let dir = std::env::temp_dir().join(format!("xdprobe-golden-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    struct Rm(std::path::PathBuf);
-    impl Drop for Rm {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _rm = Rm(dir.clone());
-    let out = dir.join("cap");
-    let st = std::process::Command::new(shared.join("tools/make_capture.sh"))
-        .args([
-            "-t", "5", "-b", "2M", "-l", "2", "-r", "2", "-u", "1", "-F", "300", "-s", "11", "-o",
-        ])
-        .arg(&out)
-        .output()
-        .expect("run make_capture.sh");
-    assert!(
-        st.status.success(),
-        "make_capture.sh: {}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    let cap = out.with_extension("pcap");
-    let oracle = oracle(&shared, &cap, true);
-    assert!(oracle.len() >= 300, "only {} flows captured", oracle.len());
+    let cap = rig.capture(&dir.0, "cap");
+    let flows = oracle::run(&cap, true).flows;
+    assert!(flows.len() >= 300, "only {} flows captured", flows.len());
     let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
-    compare("fresh capture", &recs, &oracle, &icmp_errors(&cap));
+    compare("fresh capture", &recs, &flows, &icmp_errors(&cap));
 }

@@ -125,7 +125,7 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
                 && p.ts_ns.saturating_sub(t) <= threshold
                 && p.seq.wrapping_add(seg_len) != n
         });
-        if p.spurious && p.len > 0 && rule2 {
+        if p.a.spurious && p.len > 0 && rule2 {
             adj.spur_to_ooo[d] += 1;
             hits.push(Hit {
                 flow: flow.into(),
@@ -133,7 +133,7 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
                 rule: Rule::SpuriousBeforeOoo,
             });
         }
-        if p.fast && last_dup[1 - d].is_none_or(|t| p.ts_ns.saturating_sub(t) > FAST_WINDOW_NS) {
+        if p.a.fast && last_dup[1 - d].is_none_or(|t| p.ts_ns.saturating_sub(t) > FAST_WINDOW_NS) {
             if rule2 {
                 adj.fast_to_ooo[d] += 1;
             } else {
@@ -151,13 +151,13 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
             && run[r].0 == p.seq
             && last_dup[r].is_some_and(|t| p.ts_ns.saturating_sub(t) <= FAST_WINDOW_NS);
         if spec_fast
-            && !p.fast
+            && !p.a.fast
             && no_ack_after_dup[r]
             && (p.len > 0 || p.flags & (F_SYN | F_FIN) != 0)
         {
-            let class = if p.ooo {
+            let class = if p.a.ooo {
                 0
-            } else if p.spurious {
+            } else if p.a.spurious {
                 1
             } else {
                 2
@@ -169,7 +169,7 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
                 rule: Rule::NoAckPacketEndsDupRun,
             });
         }
-        if p.dup_ack {
+        if p.a.dup_ack {
             last_dup[d] = Some(p.ts_ns);
             run[d] = if run[d].0 == p.ack {
                 (p.ack, run[d].1 + 1)
@@ -184,7 +184,7 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
         } else {
             no_ack_after_dup[d] = true;
         }
-        if p.keep_alive_ack {
+        if p.a.keep_alive_ack {
             adj.ka_ack_dup[d] += 1;
             hits.push(Hit {
                 flow: flow.into(),

@@ -5,8 +5,8 @@
 #   FUZZ_SECONDS=600 fuzz/smoke.sh
 #
 # Installs cargo-fuzz if missing (needs the nightly toolchain, which the
-# machine image provides), seeds the corpus with every frame of the shared
-# captures when they are present (../shared/corpus beside the repository),
+# machine image provides), seeds the corpus with every frame of the test
+# captures (tests/corpus, and $XDPROBE_SHARED/corpus when that is set),
 # and fails on any crash, panic, leak or per-input timeout.
 set -euo pipefail
 
@@ -25,9 +25,13 @@ fi
 
 corpus="$here/corpus/parse_packet"
 mkdir -p "$corpus"
-shared="${XDPROBE_SHARED:-$here/../../shared}/corpus"
-if [ -d "$shared" ] && command -v python3 >/dev/null; then
-    python3 "$here/seeds.py" "$corpus" "$shared"/*.pcap "$shared"/*.pcapng
+if command -v python3 >/dev/null; then
+    shopt -s nullglob
+    captures=("$here"/../tests/corpus/*.pcap "$here"/../tests/corpus/*.pcapng)
+    if [ -n "${XDPROBE_SHARED:-}" ]; then
+        captures+=("$XDPROBE_SHARED"/corpus/*.pcap "$XDPROBE_SHARED"/corpus/*.pcapng)
+    fi
+    python3 "$here/seeds.py" "$corpus" "${captures[@]}"
 fi
 
 # -timeout: one input taking a second means an unbounded loop.

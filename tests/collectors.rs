@@ -102,9 +102,7 @@ fn tmpdir(tag: &str) -> PathBuf {
 /// Run the probe; returns its JSON records.
 fn probe(pcap: &str, exports: &[String]) -> Vec<Value> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xdprobe"));
-    cmd.arg("pcap")
-        .arg(corpus(pcap))
-        .args(["--format", "json"]);
+    cmd.arg("pcap").arg(corpus(pcap)).args(["--format", "json"]);
     for e in exports {
         cmd.args(["--export", e]);
     }

@@ -305,7 +305,10 @@ fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
         // later one (the flow resumed after an idle timeout) starts
         // mid-stream and may only guess them.
         let first = f["first_us"].as_u64();
-        for r in matching.into_iter().filter(|r| r["start_us"].as_u64() == first) {
+        for r in matching
+            .into_iter()
+            .filter(|r| r["start_us"].as_u64() == first)
+        {
             assert_eq!(
                 endpoint(&r["client_addr"], &r["client_port"]),
                 c,
@@ -380,7 +383,11 @@ fn demo_capture_counts_equal_tshark() {
     let cap = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.pcap");
     let flows = oracle::run(&cap, true).flows;
     let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
-    assert!(flows.len() >= 10, "demo capture has only {} flows", flows.len());
+    assert!(
+        flows.len() >= 10,
+        "demo capture has only {} flows",
+        flows.len()
+    );
     compare("demo.pcap", &recs, &flows, &icmp_errors(&cap));
 }
 

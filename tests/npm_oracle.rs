@@ -114,6 +114,9 @@ struct Report {
     tcp_flows: usize,
     dns_flows: usize,
     hits: Vec<(String, Hit)>,
+    /// tshark's zero-window and window-full flags in the flows compared.
+    zero_window: u64,
+    window_full: u64,
 }
 
 impl Report {
@@ -261,6 +264,8 @@ fn check_tcp(
             t("out_of_order") + s2o + f2o - o2f,
             t("keep_alive"),
             t("dup_ack") + adj.ka_ack_dup[i],
+            t("zero_window"),
+            t("window_full"),
         ];
         let got = [
             "retrans",
@@ -269,13 +274,19 @@ fn check_tcp(
             "ooo",
             "keepalive",
             "dup_ack",
+            "zero_window",
+            "window_full",
         ]
         .map(sum);
         rep.expect_eq(
-            &format!("{tag} {od} [retrans, fast, spurious, ooo, keepalive, dup_ack]"),
+            &format!(
+                "{tag} {od} [retrans, fast, spurious, ooo, keepalive, dup_ack, zero_window, window_full]"
+            ),
             got,
             want,
         );
+        rep.zero_window += t("zero_window");
+        rep.window_full += t("window_full");
     }
 
     let irtt = match adj.rtt_override {
@@ -367,8 +378,8 @@ fn finish(rep: &Report) {
         eprintln!("exception: {cap} {} frame {} {:?}", h.flow, h.frame, h.rule);
     }
     eprintln!(
-        "compared {} TCP and {} DNS flows",
-        rep.tcp_flows, rep.dns_flows
+        "compared {} TCP and {} DNS flows ({} zero-window and {} window-full segments)",
+        rep.tcp_flows, rep.dns_flows, rep.zero_window, rep.window_full
     );
     assert!(
         rep.failures.is_empty(),

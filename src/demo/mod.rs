@@ -20,9 +20,9 @@
 
 pub mod bridge;
 pub mod client;
-pub mod impair;
 mod collector;
 pub mod dns;
+pub mod impair;
 mod packet;
 mod probe;
 mod proc;

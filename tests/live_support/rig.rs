@@ -66,9 +66,11 @@ pub fn can_run() -> bool {
     if !require_root("capture rig") {
         return false;
     }
-    ["tshark", "tcpdump", "curl", "openssl", "ethtool", "taskset", "ss"]
-        .iter()
-        .all(|t| require_tool(t))
+    [
+        "tshark", "tcpdump", "curl", "openssl", "ethtool", "taskset", "ss",
+    ]
+    .iter()
+    .all(|t| require_tool(t))
 }
 
 impl Rig {

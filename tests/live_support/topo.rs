@@ -190,7 +190,13 @@ impl Bench {
 
     /// tcpdump on `dev` of the middle namespace with extra arguments (a
     /// direction, `-Q in`), writing `out`.
-    pub fn start_tcpdump_on(&mut self, dev: &str, extra: &[&str], out: &Path, snaplen: u32) -> usize {
+    pub fn start_tcpdump_on(
+        &mut self,
+        dev: &str,
+        extra: &[&str],
+        out: &Path,
+        snaplen: u32,
+    ) -> usize {
         let err = self.dir.join(format!(
             "tcpdump-{}.err",
             out.file_name().map_or("x".into(), |n| n.to_string_lossy())
@@ -198,7 +204,16 @@ impl Bench {
         let child = self
             .m
             .command("tcpdump")
-            .args(["-i", dev, "-n", "-s", &snaplen.to_string(), "-B", "32768", "-U"])
+            .args([
+                "-i",
+                dev,
+                "-n",
+                "-s",
+                &snaplen.to_string(),
+                "-B",
+                "32768",
+                "-U",
+            ])
             .args(extra)
             .arg("-w")
             .arg(out)

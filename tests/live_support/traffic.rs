@@ -251,7 +251,9 @@ pub fn start_servers(s: &NetNs, plan: &Plan, dir: &Path) -> Servers {
     sv.threads.push(in_ns(s, move || {
         serve(DOWNLOAD_PORT, st, |mut c| {
             // "SEND <ms> <kbit>\n": send that long at that rate, then close.
-            let Some(line) = read_line(&mut c) else { return };
+            let Some(line) = read_line(&mut c) else {
+                return;
+            };
             let w: Vec<u64> = line
                 .split_whitespace()
                 .skip(1)
@@ -361,7 +363,9 @@ pub fn start_dns(s: &NetNs) -> Servers {
 /// The DNS client of `plan` alone, in `c`; returns the unanswered count.
 pub fn dns_queries(c: &NetNs, plan: &Plan) -> usize {
     let p = *plan;
-    in_ns(c, move || dns_client(&p)).join().unwrap_or(p.dns_queries)
+    in_ns(c, move || dns_client(&p))
+        .join()
+        .unwrap_or(p.dns_queries)
 }
 
 /// Polls `ss` in `ns` until every TCP port listens (a test connection
@@ -372,9 +376,7 @@ pub fn wait_listening(ns: &NetNs, ports: &[u16]) {
         let text = out
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default();
-        ports
-            .iter()
-            .all(|p| text.contains(&format!(":{p} ")))
+        ports.iter().all(|p| text.contains(&format!(":{p} ")))
     });
 }
 
@@ -394,7 +396,13 @@ fn tls_server(s: &NetNs, dir: &Path) -> Child {
         .expect("openssl req");
     assert!(st.success(), "openssl req failed");
     s.command("openssl")
-        .args(["s_server", "-accept", &TLS_PORT.to_string(), "-www", "-quiet"])
+        .args([
+            "s_server",
+            "-accept",
+            &TLS_PORT.to_string(),
+            "-www",
+            "-quiet",
+        ])
         .arg("-cert")
         .arg(&cert)
         .arg("-key")
@@ -530,7 +538,9 @@ pub fn run_clients(c: &NetNs, plan: &Plan) -> usize {
         failed
     }));
     jobs.push(in_ns(c, move || dns_client(&p)));
-    jobs.push(in_ns(c, move || usize::from(keepalive_client(p.keepalive_idle).is_err())));
+    jobs.push(in_ns(c, move || {
+        usize::from(keepalive_client(p.keepalive_idle).is_err())
+    }));
     if p.short_flows > 0 {
         jobs.push(in_ns(c, move || {
             for _ in 0..p.short_flows {
@@ -562,7 +572,10 @@ pub fn run_clients(c: &NetNs, plan: &Plan) -> usize {
                 .status(),
         );
     }
-    let mut failed = tls.iter().filter(|s| !s.as_ref().is_ok_and(|s| s.success())).count();
+    let mut failed = tls
+        .iter()
+        .filter(|s| !s.as_ref().is_ok_and(|s| s.success()))
+        .count();
     for j in jobs {
         failed += j.join().unwrap_or(1);
     }

@@ -317,7 +317,10 @@ fn record(f: &Acc) -> Value {
                 "initial_rtt_us": us_opt(f.initial_rtt.map(|n| n as i64)),
             }),
         );
-        r.insert("initial_rtt_us".into(), us_opt(f.initial_rtt.map(|n| n as i64)));
+        r.insert(
+            "initial_rtt_us".into(),
+            us_opt(f.initial_rtt.map(|n| n as i64)),
+        );
         r.insert(
             "retrans".into(),
             json!({"any": any, "plain": any - fast - spur, "fast": fast, "spurious": spur}),

@@ -242,10 +242,16 @@ pub fn packets(file: &Path, fast: bool) -> Vec<Pkt> {
             .find(|s| !s.is_empty())
             .and_then(|s| s.parse::<u8>().ok());
         let (l4, flow, src_port, dst_port) = if set(field!("tcp.stream")) {
-            let (sp, dp) = (num(field!("tcp.srcport")) as u16, num(field!("tcp.dstport")) as u16);
+            let (sp, dp) = (
+                num(field!("tcp.srcport")) as u16,
+                num(field!("tcp.dstport")) as u16,
+            );
             (L4::Tcp, format!("tcp:{}", g(field!("tcp.stream"))), sp, dp)
         } else if set(field!("udp.stream")) {
-            let (sp, dp) = (num(field!("udp.srcport")) as u16, num(field!("udp.dstport")) as u16);
+            let (sp, dp) = (
+                num(field!("udp.srcport")) as u16,
+                num(field!("udp.dstport")) as u16,
+            );
             (L4::Udp, format!("udp:{}", g(field!("udp.stream"))), sp, dp)
         } else {
             let (a, b) = if src_addr <= dst_addr {

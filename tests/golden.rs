@@ -143,6 +143,16 @@ struct IcmpError {
     inner: (String, String, u64),
 }
 
+/// tshark's view of every ICMP error in `file` (a second tshark pass, for
+/// the quoted headers; only run when the oracle saw an ICMP error).
+fn icmp_errors_of(file: &Path, o: &oracle::Oracle) -> Vec<IcmpError> {
+    if o.icmp_errors {
+        icmp_errors(file)
+    } else {
+        Vec::new()
+    }
+}
+
 /// tshark's view of every ICMP error in `file`. Wireshark counts such a
 /// packet in the TCP/UDP stream of the header it quotes (with the outer
 /// addresses); xdprobe counts it in the ICMP flow between the outer
@@ -347,10 +357,10 @@ fn corpus_counts_equal_tshark() {
     let mut checked = 0;
     for cap in corpus_captures().into_iter().chain(extra_captures()) {
         let name = cap.file_name().unwrap().to_string_lossy().to_string();
-        let flows = oracle::run(&cap, false).flows;
+        let o = oracle::run(&cap, false);
         // Long timeouts: tshark has none, so nothing splits a flow here.
         let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
-        compare(&name, &recs, &flows, &icmp_errors(&cap));
+        compare(&name, &recs, &o.flows, &icmp_errors_of(&cap, &o));
         checked += 1;
     }
     assert!(checked >= 30, "only {checked} corpus captures checked");
@@ -369,9 +379,9 @@ fn corpus_counts_hold_with_short_timeouts() {
         "zeek_http-bro.org.pcap",
     ] {
         let cap = corpus_dir().join(name);
-        let flows = oracle::run(&cap, false).flows;
+        let o = oracle::run(&cap, false);
         let recs = xdprobe_json(&cap, &["--idle-timeout", "2s", "--active-timeout", "1s"]);
-        compare(name, &recs, &flows, &icmp_errors(&cap));
+        compare(name, &recs, &o.flows, &icmp_errors_of(&cap, &o));
     }
 }
 
@@ -381,14 +391,14 @@ fn demo_capture_counts_equal_tshark() {
         return;
     }
     let cap = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo.pcap");
-    let flows = oracle::run(&cap, true).flows;
+    let o = oracle::run(&cap, true);
     let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
     assert!(
-        flows.len() >= 10,
+        o.flows.len() >= 10,
         "demo capture has only {} flows",
-        flows.len()
+        o.flows.len()
     );
-    compare("demo.pcap", &recs, &flows, &icmp_errors(&cap));
+    compare("demo.pcap", &recs, &o.flows, &icmp_errors_of(&cap, &o));
 }
 
 #[test]
@@ -412,8 +422,12 @@ fn fresh_capture_with_many_flows_counts_equal_tshark() {
         ..Default::default()
     };
     let cap = rig.capture(&dir.0, "cap");
-    let flows = oracle::run(&cap, true).flows;
-    assert!(flows.len() >= 300, "only {} flows captured", flows.len());
+    let o = oracle::run(&cap, true);
+    assert!(
+        o.flows.len() >= 300,
+        "only {} flows captured",
+        o.flows.len()
+    );
     let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
-    compare("fresh capture", &recs, &flows, &icmp_errors(&cap));
+    compare("fresh capture", &recs, &o.flows, &icmp_errors_of(&cap, &o));
 }

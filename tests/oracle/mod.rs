@@ -20,6 +20,8 @@ pub struct Oracle {
     pub flows: Vec<Value>,
     /// Frames per flow name (`tcp:N`, `udp:N`, …), in frame order.
     pub packets: BTreeMap<String, Vec<tshark::Pkt>>,
+    /// Some frame is an ICMP error.
+    pub icmp_errors: bool,
 }
 
 /// Runs tshark once over `file`. `fast`: no TCP reassembly (long bulk
@@ -27,9 +29,14 @@ pub struct Oracle {
 pub fn run(file: &Path, fast: bool) -> Oracle {
     let pkts = tshark::packets(file, fast);
     let flows = flows::summarize(&pkts);
+    let icmp_errors = pkts.iter().any(|p| p.icmp_error);
     let mut packets: BTreeMap<String, Vec<tshark::Pkt>> = BTreeMap::new();
     for p in pkts {
         packets.entry(p.flow.clone()).or_default().push(p);
     }
-    Oracle { flows, packets }
+    Oracle {
+        flows,
+        packets,
+        icmp_errors,
+    }
 }

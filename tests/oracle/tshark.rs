@@ -61,6 +61,8 @@ const FIELDS: &[&str] = &[
     "dns.time",
     "dns.response_to",
     "dns.flags.rcode",
+    "icmp.type",
+    "icmpv6.type",
 ];
 
 pub const F_FIN: u16 = 0x01;
@@ -144,6 +146,9 @@ pub struct Pkt {
     // UDP
     pub udp_len: u64,
     pub dns: Option<Dns>,
+    /// An ICMP/ICMPv6 error message (destination unreachable, time
+    /// exceeded, …), which quotes the header of the packet it is about.
+    pub icmp_error: bool,
 }
 
 /// Column of a field in [`FIELDS`], found at compile time.
@@ -312,6 +317,8 @@ pub fn packets(file: &Path, fast: bool) -> Vec<Pkt> {
             tls_content_type: g(field!("tls.record.content_type")).parse().ok(),
             udp_len: num(field!("udp.length")),
             dns,
+            icmp_error: matches!(g(field!("icmp.type")), "3" | "4" | "5" | "11" | "12")
+                || matches!(g(field!("icmpv6.type")), "1" | "2" | "3" | "4"),
         });
     }
     v

@@ -37,7 +37,7 @@ mod damage_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 
 use std::fs::File;
 use std::io;
@@ -362,6 +362,13 @@ impl<B: AsRef<[u8]>> PcapReader<B> {
     }
 
     /// Byte offset of the next record or block.
+    /// The whole file as the reader holds it; every packet it hands out is
+    /// a part of this (`source::reorder` keeps packets by their place in
+    /// it).
+    pub fn bytes(&self) -> &[u8] {
+        self.buf.as_ref()
+    }
+
     pub fn offset(&self) -> u64 {
         self.pos as u64
     }

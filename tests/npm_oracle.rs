@@ -71,6 +71,36 @@ const CORPUS_EXCEPTIONS: &[(&str, &str, Rule, &[u64])] = &[
             283, 293, 294, 295, 305, 306, 307, 333, 334, 335,
         ],
     ),
+    // Own captures (`tests/corpus_make.rs`; frame numbers of the
+    // time-ordered copy the oracle reads, see `oracle::run`). A recorder
+    // with a millisecond clock: SYN, SYN+ACK and ACK in one millisecond.
+    (
+        "xdprobe_ms-clock.pcapng",
+        "tcp:1",
+        Rule::InitialRttZeroIsUnset,
+        &[11],
+    ),
+    (
+        "xdprobe_ms-clock.pcapng",
+        "tcp:5",
+        Rule::InitialRttZeroIsUnset,
+        &[235],
+    ),
+    (
+        "xdprobe_ms-clock.pcapng",
+        "tcp:6",
+        Rule::InitialRttZeroIsUnset,
+        &[247],
+    ),
+    (
+        "xdprobe_ms-clock.pcapng",
+        "tcp:7",
+        Rule::InitialRttZeroIsUnset,
+        &[260],
+    ),
+    // The refused connection each rig run makes (SYN, RST+ACK).
+    ("xdprobe_ms-clock.pcapng", "tcp:4", Rule::RttFromRst, &[185]),
+    ("xdprobe_split-tap.pcap", "tcp:3", Rule::RttFromRst, &[168]),
 ];
 
 /// One record per flow (no timeout splits a flow) / 1 s intervals.

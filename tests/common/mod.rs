@@ -84,12 +84,20 @@ pub fn corpus_captures() -> Vec<PathBuf> {
 }
 
 /// Captures of an optional extra corpus: `$XDPROBE_SHARED/corpus` when that
-/// variable is set (the workplace's shared folder). Nothing when unset: the
-/// suite needs only what the repository holds.
+/// variable is set (the workplace's shared folder), less those of the same
+/// name `tests/corpus` holds already. Nothing when unset: the suite needs
+/// only what the repository holds.
 pub fn extra_captures() -> Vec<PathBuf> {
+    let ours: Vec<std::ffi::OsString> = corpus_captures()
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_owned()))
+        .collect();
     std::env::var_os("XDPROBE_SHARED")
         .map(|d| captures_in(&PathBuf::from(d).join("corpus")))
         .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.file_name().is_none_or(|n| !ours.iter().any(|o| o == n)))
+        .collect()
 }
 
 fn captures_in(dir: &Path) -> Vec<PathBuf> {

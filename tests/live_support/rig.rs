@@ -114,16 +114,27 @@ impl Rig {
         traffic: impl FnOnce(&mut Bench, &Plan),
     ) -> PathBuf {
         let out = dir.join(format!("{name}.pcap"));
-        let work = dir.join(format!("{name}.work"));
-        std::fs::create_dir_all(&work).expect("rig work dir");
-        let mut b = Bench::new(1, Some(self.impair()), &work);
+        let mut b = self.bench(dir, name);
         let td = b.start_tcpdump_snap(&out, self.snaplen);
         let plan = self.plan();
         traffic(&mut b, &plan);
+        self.settle();
+        b.stop_tcpdump(td);
+        out
+    }
+
+    /// The bench alone (its files in `dir/name.work`), for scenarios that
+    /// start tcpdump themselves.
+    pub fn bench(&self, dir: &Path, name: &str) -> Bench {
+        let work = dir.join(format!("{name}.work"));
+        std::fs::create_dir_all(&work).expect("rig work dir");
+        Bench::new(1, Some(self.impair()), &work)
+    }
+
+    /// Waits until the last segments have crossed both delayed legs.
+    pub fn settle(&self) {
         std::thread::sleep(Duration::from_millis(
             (4.0 * (self.server_delay_ms + self.client_delay_ms)) as u64 + 300,
         ));
-        b.stop_tcpdump(td);
-        out
     }
 }

@@ -213,6 +213,9 @@ impl Bench {
                 "-B",
                 "32768",
                 "-U",
+                // Each packet written as it comes: a short capture stopped
+                // by SIGINT would lose the buffer block not yet full.
+                "--immediate-mode",
             ])
             .args(extra)
             .arg("-w")

@@ -651,6 +651,80 @@ fn keepalive_client(idle: Duration) -> io::Result<()> {
     Ok(())
 }
 
+/// DNS over TCP (RFC 1035 §4.2.2: each message after a two-byte length) on
+/// :53, answering after 5 ms.
+pub fn start_dns_tcp(s: &NetNs) -> Servers {
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let t = in_ns(s, move || {
+        serve(DNS_PORT, st, |mut c| {
+            let mut out = Vec::new();
+            while let Some(q) = read_framed(&mut c) {
+                let Some((id, qend)) = dns::query(&q) else {
+                    return;
+                };
+                std::thread::sleep(Duration::from_millis(5));
+                dns::answer(&q[..qend], id, &mut out);
+                let mut framed = (out.len() as u16).to_be_bytes().to_vec();
+                framed.extend_from_slice(&out);
+                if c.write_all(&framed).is_err() {
+                    return;
+                }
+            }
+        })
+    });
+    wait_listening(s, &[DNS_PORT]);
+    Servers {
+        stop,
+        threads: vec![t],
+        children: Vec::new(),
+    }
+}
+
+/// One length-prefixed DNS message, or `None` at EOF or after 5 s.
+fn read_framed(c: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 2];
+    read_exact_by(c, &mut len)?;
+    let mut m = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    read_exact_by(c, &mut m)?;
+    Some(m)
+}
+
+/// `read_exact` with the socket's short read timeout, bounded to 5 s.
+fn read_exact_by(c: &mut TcpStream, buf: &mut [u8]) -> Option<()> {
+    let mut have = 0;
+    let end = Instant::now() + Duration::from_secs(5);
+    while have < buf.len() {
+        if Instant::now() > end {
+            return None;
+        }
+        match c.read(&mut buf[have..]) {
+            Ok(0) => return None,
+            Ok(n) => have += n,
+            Err(e) if timeout(&e) => {}
+            Err(_) => return None,
+        }
+    }
+    Some(())
+}
+
+/// A DNS-over-TCP client connection made from `c` (the socket stays in
+/// the client namespace whichever thread uses it).
+pub fn dns_tcp_connect(c: &NetNs) -> TcpStream {
+    in_ns(c, || connect(DNS_PORT).expect("connect :53/tcp"))
+        .join()
+        .expect("connect thread")
+}
+
+/// One query on a DNS-over-TCP connection; true when answered.
+pub fn dns_tcp_query(s: &mut TcpStream, id: u16, name: &str) -> bool {
+    let mut q = Vec::new();
+    dns::build(id, name, &mut q);
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    s.write_all(&framed).is_ok() && read_framed(s).is_some_and(|a| dns::response_id(&a) == Some(id))
+}
+
 /// A receiver that stops reading: the client sends `bytes` as fast as it
 /// can; the server reads nothing for `stall`, then 4 KiB every 10 ms for
 /// `slow`, then everything. The sender fills the advertised window (window

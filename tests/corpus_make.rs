@@ -264,7 +264,8 @@ fn remake_own_captures() {
     let tmp = TempDir::new("corpus-make");
     let pick = std::env::var("XDPROBE_REMAKE").unwrap_or_default();
     let want = |name: &str| pick.is_empty() || pick.split(',').any(|p| p == name);
-    let scenarios: [(&str, fn(&Path)); 4] = [
+    type Scenario = fn(&Path);
+    let scenarios: [(&str, Scenario); 4] = [
         ("zero-window", zero_window),
         ("split-tap", split_tap),
         ("ms-clock", millisecond_clock),

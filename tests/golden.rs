@@ -431,3 +431,37 @@ fn fresh_capture_with_many_flows_counts_equal_tshark() {
     let recs = xdprobe_json(&cap, &["--idle-timeout", "24h", "--active-timeout", "24h"]);
     compare("fresh capture", &recs, &o.flows, &icmp_errors_of(&cap, &o));
 }
+
+#[test]
+fn corpus_sources_describe_every_file() {
+    // Every file of tests/corpus has its origin, licence, size and SHA-256
+    // in SOURCES.tsv, and nothing listed is missing or changed.
+    let dir = corpus_dir();
+    let text = std::fs::read_to_string(dir.join("SOURCES.tsv")).expect("SOURCES.tsv");
+    let mut listed = std::collections::BTreeSet::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f.len(), 6, "SOURCES.tsv line {line:?}");
+        let (name, origin, licence, bytes, sha) = (f[0], f[1], f[2], f[3], f[4]);
+        assert!(!origin.is_empty() && !licence.is_empty(), "{name}");
+        let data = std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(bytes, data.len().to_string(), "{name}: size");
+        let sum = std::process::Command::new("sha256sum")
+            .arg(dir.join(name))
+            .output()
+            .expect("sha256sum");
+        let got = String::from_utf8_lossy(&sum.stdout);
+        assert_eq!(got.split_whitespace().next(), Some(sha), "{name}: sha256");
+        listed.insert(name.to_string());
+    }
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(
+            name == "SOURCES.tsv" || listed.contains(&name),
+            "{name} is not in SOURCES.tsv"
+        );
+    }
+}

@@ -8,7 +8,7 @@
 //! be within 20 µs of
 //! tshark's (median over the TCP flows). Where the spec and Wireshark
 //! classify a reordered segment differently, the packet is named by one of
-//! the project's rules (`tests/npm_oracle/rules.rs`, the same ones the pcap
+//! the project's rules (`tests/oracle/rules.rs`, the same ones the pcap
 //! oracle test uses) and the expectation moves by exactly that packet.
 //!
 //! With two RX queues the bench sends the two directions of every

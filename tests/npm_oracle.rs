@@ -17,7 +17,7 @@
 //! per-interval records must add up to the same counts and repeat the RTT.
 //!
 //! Where the spec's rules and Wireshark's differ on a packet, the packet is
-//! named by a rule in `npm_oracle/rules.rs` (see `docs/npm-vs-wireshark.md`)
+//! named by a rule in `oracle/rules.rs` (see `docs/npm-vs-wireshark.md`)
 //! and the expectation moves by exactly that packet. In the corpus the
 //! exceptions are listed below, exactly: a stale entry fails, so does an
 //! unlisted one. In fresh captures (timing differs each run) every rule the

@@ -114,9 +114,9 @@ fn export_named(
     }
 }
 
-/// NetFlow v9 types of the receive-window counters (`ie::V9_PRIVATE_BASE`
-/// + 1050..=1053): private, so tshark calls them unknown and shows the raw
-/// value, which `v9_private_values` reads.
+/// NetFlow v9 types of the receive-window counters, `ie::V9_PRIVATE_BASE`
+/// plus 1050..=1053: private, so tshark calls them unknown and shows the
+/// raw value, which `v9_private_values` reads.
 const V9_PRIVATE: [u16; 4] = [33818, 33819, 33820, 33821];
 
 fn is_v9_private_line(l: &str) -> bool {

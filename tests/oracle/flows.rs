@@ -297,7 +297,7 @@ fn record(f: &Acc) -> Value {
     }
     if f.l4 == L4::Tcp {
         let syn_last = match (f.synack.first(), f.syn.is_empty()) {
-            (Some(&sa), false) => f.syn.iter().filter(|&&x| x <= sa).last().copied(),
+            (Some(&sa), false) => f.syn.iter().rfind(|&&x| x <= sa).copied(),
             _ => None,
         };
         let snt = syn_last.and_then(|sl| Some(*f.synack.first()? as i64 - sl as i64));

@@ -361,7 +361,6 @@ impl<B: AsRef<[u8]>> PcapReader<B> {
         Ok(n)
     }
 
-    /// Byte offset of the next record or block.
     /// The whole file as the reader holds it; every packet it hands out is
     /// a part of this (`source::reorder` keeps packets by their place in
     /// it).
@@ -369,6 +368,7 @@ impl<B: AsRef<[u8]>> PcapReader<B> {
         self.buf.as_ref()
     }
 
+    /// Byte offset of the next record or block.
     pub fn offset(&self) -> u64 {
         self.pos as u64
     }

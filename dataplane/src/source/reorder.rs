@@ -54,9 +54,12 @@ pub struct ReorderStats {
     pub overflow: u64,
 }
 
+/// Packets read from the file at a time.
+const READ_BATCH: usize = 16;
+
 /// A packet held: its fields and where its bytes are in the reader's
 /// buffer.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Held {
     ts: Timestamp,
     link: Option<LinkType>,
@@ -108,6 +111,19 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
         self.stats
     }
 
+    /// Whether at least `n` held packets may go out now, in O(1): past the
+    /// forced ones the ring is sorted, so the `n`-th being due means all
+    /// before it are.
+    fn ready_at_least(&self, n: usize) -> bool {
+        if self.done || n <= self.forced {
+            return true;
+        }
+        let limit = self.newest.saturating_sub(WINDOW_NS);
+        n.checked_sub(1)
+            .and_then(|i| self.held.get(i))
+            .is_some_and(|h| h.ts.as_nanos() <= limit)
+    }
+
     /// How many held packets may go out now, all from the front.
     fn ready(&self) -> usize {
         if self.done {
@@ -127,41 +143,61 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
         lo
     }
 
-    /// Reads one packet into the ring; false at the end of the file or on
-    /// an error (kept for [`next_batch`](Self::next_batch) to report).
-    fn read_one(&mut self) -> bool {
-        let base = self.reader.bytes().as_ptr() as usize;
-        let total = self.reader.bytes().len();
-        let p = match self.reader.next_packet() {
-            Ok(Some(p)) => p,
-            Ok(None) | Err(_) => return false,
+    /// Reads up to [`READ_BATCH`] packets into the ring (as many as fit);
+    /// false at the end of the file or on an error (kept for
+    /// [`next_batch`](Self::next_batch) to report).
+    fn read_some(&mut self) -> bool {
+        let room = CAPACITY.saturating_sub(self.held.len()).min(READ_BATCH);
+        let mut got = [Held::default(); READ_BATCH];
+        let n = {
+            let mut batch = [RawPacket::default(); READ_BATCH];
+            let base = self.reader.bytes().as_ptr() as usize;
+            let total = self.reader.bytes().len();
+            let Ok(n) = self.reader.next_batch(&mut batch[..room]) else {
+                return false;
+            };
+            for (h, p) in got.iter_mut().zip(&batch[..n]) {
+                // The packet's bytes are a part of the reader's buffer (it
+                // hands out views into it, never copies): keep their place.
+                let start = (p.data.as_ptr() as usize).wrapping_sub(base);
+                let end = start.wrapping_add(p.data.len());
+                *h = Held {
+                    ts: p.ts,
+                    link: p.link,
+                    linktype: p.linktype,
+                    wire_len: p.wire_len,
+                    interface: p.interface,
+                    bytes: if start <= end && end <= total {
+                        (start, end)
+                    } else {
+                        (0, 0)
+                    },
+                };
+            }
+            n
         };
-        // The packet's bytes are a part of the reader's buffer (the reader
-        // hands out views into it, never copies): keep their place.
-        let start = (p.data.as_ptr() as usize).wrapping_sub(base);
-        let end = start.wrapping_add(p.data.len());
-        let bytes = if start <= end && end <= total {
-            (start, end)
-        } else {
-            (0, 0)
-        };
-        let h = Held {
-            ts: p.ts,
-            link: p.link,
-            linktype: p.linktype,
-            wire_len: p.wire_len,
-            interface: p.interface,
-            bytes,
-        };
+        for h in &got[..n] {
+            self.insert(*h);
+        }
+        n > 0
+    }
+
+    /// Puts one packet in its place (see the module doc).
+    fn insert(&mut self, h: Held) {
         let t = h.ts.as_nanos();
         if t.saturating_add(WINDOW_NS) < self.newest {
             // Late: what is held goes first, then this one, in file order.
             self.stats.late += 1;
             self.forced = self.held.len();
-            return self.push_back(h, t);
+            self.push_back(h, t);
+            return;
         }
-        let sorted_from = self.forced;
-        let (mut lo, mut hi) = (sorted_from, self.held.len());
+        if self.held.back().is_none_or(|b| b.ts <= h.ts) {
+            // In order (the common case): no search.
+            self.push_back(h, t);
+            return;
+        }
+        let (mut lo, mut hi) = (self.forced, self.held.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if self.held.get(mid).is_some_and(|x| x.ts <= h.ts) {
@@ -175,13 +211,11 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
         }
         self.held.insert(lo, h);
         self.newest = self.newest.max(t);
-        true
     }
 
-    fn push_back(&mut self, h: Held, t: u64) -> bool {
+    fn push_back(&mut self, h: Held, t: u64) {
         self.held.push_back(h);
         self.newest = self.newest.max(t);
-        true
     }
 
     /// Fills `out` with the next packets in time order; `Ok(0)` at the end
@@ -189,12 +223,11 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
     /// before it.
     pub fn next_batch<'a>(&'a mut self, out: &mut [RawPacket<'a>]) -> Result<usize, PcapError> {
         loop {
-            let ready = self.ready();
-            if self.done || ready >= out.len() {
+            if self.ready_at_least(out.len()) {
                 break;
             }
             if self.held.len() >= CAPACITY {
-                if ready == 0 {
+                if !self.ready_at_least(1) {
                     // Make room: the oldest goes out before its window
                     // passed.
                     self.forced = 1;
@@ -202,7 +235,7 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
                 }
                 break;
             }
-            if !self.read_one() {
+            if !self.read_some() {
                 self.done = true;
             }
         }

@@ -4,8 +4,7 @@ use std::fmt::Write;
 
 use crate::flow::record::{DirStats, FlowRecord};
 
-const DIR_COLS: &str =
-    "packets,bytes,retrans,retrans_fast,retrans_spurious,retrans_other,ooo,keepalive,dup_ack,zero_window,window_full";
+const DIR_COLS: &str = "packets,bytes,retrans,retrans_fast,retrans_spurious,retrans_other,ooo,keepalive,dup_ack,zero_window,window_full";
 
 pub(super) fn header(buf: &mut String) {
     let c2s: Vec<String> = DIR_COLS.split(',').map(|c| format!("c2s_{c}")).collect();

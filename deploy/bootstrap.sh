@@ -7,8 +7,8 @@
 #          Polly in case llvm-config lists it), clang, libelf-dev,
 #          zlib1g-dev, m4, libpcap-dev (xsk-rs builds libxdp/libbpf), bpftool;
 #          tshark (the tests' oracle), nfdump, pmacct, softflowd (real
-#          collectors and peers), tcpdump, iperf3, curl, openssl, ethtool,
-#          iproute2, procps, psmisc (the capture rig in ../shared/tools).
+#          collectors and peers), tcpdump, curl, openssl, ethtool,
+#          iproute2, procps (the capture rig, tests/live_support/rig.rs).
 #   rust:  the nightly toolchain's rust-src (the eBPF crate is built with
 #          -Z build-std=core), bpf-linker, cargo-fuzz (bounded fuzz run).
 set -euo pipefail
@@ -16,8 +16,8 @@ set -euo pipefail
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
 APT_PKGS=(llvm-22-dev libpolly-22-dev clang libelf-dev zlib1g-dev m4 libpcap-dev bpftool pkg-config
-          tshark nfdump pmacct softflowd tcpdump iperf3 curl openssl ethtool
-          iproute2 procps psmisc)
+          tshark nfdump pmacct softflowd tcpdump curl openssl ethtool
+          iproute2 procps)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do

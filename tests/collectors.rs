@@ -18,10 +18,11 @@ use serde_json::Value;
 mod exporter_support;
 use exporter_support::{recv_all, write_udp_pcap};
 
-fn shared() -> PathBuf {
-    std::env::var_os("XDPROBE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+/// A capture of the repository's test corpus.
+fn corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(name)
 }
 
 fn require(tool: &str) -> bool {
@@ -101,9 +102,7 @@ fn tmpdir(tag: &str) -> PathBuf {
 /// Run the probe; returns its JSON records.
 fn probe(pcap: &str, exports: &[String]) -> Vec<Value> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xdprobe"));
-    cmd.arg("pcap")
-        .arg(shared().join("corpus").join(pcap))
-        .args(["--format", "json"]);
+    cmd.arg("pcap").arg(corpus(pcap)).args(["--format", "json"]);
     for e in exports {
         cmd.args(["--export", e]);
     }

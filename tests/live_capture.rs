@@ -1,41 +1,37 @@
 //! Live capture end to end, against an independent reference: real kernel
 //! TCP and DNS traffic crosses an impairing link (loss, reordering, delay:
-//! `shared/tools/impair.py`), tcpdump records the link, and `xdprobe run`
-//! captures a mirror of the same link over XDP/AF_XDP at the same time.
-//! Per flow and direction, the probe's packets, bytes, retransmissions and
-//! out-of-order counts must equal tshark's on the tcpdump capture
-//! (`shared/tools/oracle.py`), and its handshake RTT must be within 20 µs of
+//! the project's bridge, `xdprobe demo bridge`), tcpdump records the link,
+//! and `xdprobe run` captures a mirror of the same link over XDP/AF_XDP at
+//! the same time. Per flow and direction, the probe's packets, bytes,
+//! retransmissions and out-of-order counts must equal tshark's on the
+//! tcpdump capture (the oracle, `tests/oracle/`), and its handshake RTT must
+//! be within 20 µs of
 //! tshark's (median over the TCP flows). Where the spec and Wireshark
 //! classify a reordered segment differently, the packet is named by one of
-//! the project's rules (`tests/npm_oracle/rules.rs`, the same ones the pcap
+//! the project's rules (`tests/oracle/rules.rs`, the same ones the pcap
 //! oracle test uses) and the expectation moves by exactly that packet.
 //!
 //! With two RX queues the bench sends the two directions of every
 //! connection to different queues (see `live_support::topo`), so the
 //! records only come out right if the hand-off between workers works.
 
-mod common;
 mod live_support;
-#[path = "npm_oracle/rules.rs"]
-#[allow(dead_code, reason = "only the TCP rules are used here")]
-mod rules;
-#[path = "npm_oracle/tshark.rs"]
-#[allow(dead_code, reason = "only the TCP fields are used here")]
-mod tshark;
+mod oracle;
 
 use std::{
     collections::BTreeMap,
     io::{Read, Write},
     net::{Shutdown, TcpListener, TcpStream},
-    path::Path,
     time::Duration,
 };
 
 use live_support::{
     probe::{Probe, ProbeOpts, metric},
     require_root,
-    topo::{Bench, Impair, SERVER_IP, TempDir, spawn_in, wait_exit},
+    topo::{Bench, Impair, SERVER_IP, TempDir},
+    traffic::{self, Plan},
 };
+use oracle::{rules, tshark};
 use serde_json::Value;
 
 const TCP_PORT: u16 = 8000;
@@ -81,49 +77,20 @@ fn tcp_traffic(b: &Bench) {
     });
 }
 
-/// DNS over UDP with traffic.py (one fixed client socket for half the
-/// queries, a fresh one for each of the others).
-fn dns_traffic(b: &mut Bench, shared: &Path) {
-    let tool = shared.join("tools/traffic.py");
-    let tool = tool.to_str().expect("utf-8 path");
-    let srv = spawn_in(
-        &b.s,
-        &[
-            "python3",
-            tool,
-            "dns-server",
-            "--bind",
-            SERVER_IP,
-            "--port",
-            "53",
-            "--duration",
-            "15",
-        ],
-        &b.dir.join("dns-server.log"),
-    );
-    b.children.push(srv);
-    std::thread::sleep(Duration::from_millis(300));
-    let mut cl = spawn_in(
+/// DNS over UDP: 16 queries 20 ms apart, half from one fixed client
+/// socket, a fresh one for each of the others.
+fn dns_traffic(b: &Bench) -> traffic::Servers {
+    let srv = traffic::start_dns(&b.s);
+    traffic::dns_queries(
         &b.c,
-        &[
-            "python3",
-            tool,
-            "dns-client",
-            "--server",
-            SERVER_IP,
-            "--port",
-            "53",
-            "--count",
-            "16",
-            "--interval-ms",
-            "20",
-            "--seed",
-            "3",
-        ],
-        &b.dir.join("dns-client.log"),
+        &Plan {
+            dns_queries: 16,
+            dns_interval: Duration::from_millis(20),
+            dns_seed: 3,
+            ..Plan::default()
+        },
     );
-    let st = wait_exit(&mut cl, Duration::from_secs(20), "dns-client");
-    assert!(st.success(), "dns-client failed");
+    srv
 }
 
 type Key = (u64, String, String);
@@ -266,7 +233,6 @@ fn live_run(
     if !require_root(test) {
         return None;
     }
-    let shared = common::shared_or_skip()?;
     let tmp = TempDir::new(test);
     let impair = Impair {
         client_delay_ms: 1.0,
@@ -274,8 +240,9 @@ fn live_run(
         loss_pct: 2.0,
         reorder_pct: 2.0,
         seed: 7,
+        ..Impair::default()
     };
-    let mut b = Bench::new(queues, Some(impair), &shared, &tmp.0);
+    let mut b = Bench::new(queues, Some(impair), &tmp.0);
     let pcap = tmp.0.join("link.pcap");
     let td = b.start_tcpdump(&pcap);
     let probe = Probe::start(
@@ -291,8 +258,9 @@ fn live_run(
             user: None,
         },
     );
-    dns_traffic(&mut b, &shared);
+    let dns = dns_traffic(&b);
     tcp_traffic(&b);
+    drop(dns);
     // Let the last FIN/ACKs cross the delayed legs, and the probe read them.
     std::thread::sleep(Duration::from_millis(1500));
     b.stop_tcpdump(td);
@@ -302,8 +270,8 @@ fn live_run(
         status.success(),
         "xdprobe run must exit 0 on SIGTERM: {status}\n{log}"
     );
-    let oracle = common::oracle(&shared, &pcap, false);
-    let cmp = compare(&records, &oracle, &tshark::packets(&pcap));
+    let o = oracle::run(&pcap, false);
+    let cmp = compare(&records, &o.flows, &o.packets);
     Some((cmp, metrics))
 }
 

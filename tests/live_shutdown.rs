@@ -40,9 +40,6 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
     if !require_root(test) {
         return;
     }
-    let Some(shared) = common::shared_or_skip() else {
-        return;
-    };
     if !common::require(
         common::have("nfcapd") && common::have("nfdump"),
         "nfdump (nfcapd) is not installed",
@@ -50,7 +47,7 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
         return;
     }
     let tmp = TempDir::new("shutdown");
-    let mut b = Bench::new(1, None, &shared, &tmp.0);
+    let mut b = Bench::new(1, None, &tmp.0);
     let flows_dir = tmp.0.join("nfcapd");
     std::fs::create_dir_all(&flows_dir).expect("nfcapd dir");
     let nfcapd =
@@ -202,14 +199,11 @@ fn runs_as_the_configured_user_and_still_captures() {
     if !require_root(test) {
         return;
     }
-    let Some(shared) = common::shared_or_skip() else {
-        return;
-    };
     let tmp = TempDir::new("as-user");
     // The config and the JSON output stay readable/writable: the daemon
     // opens its output before it switches user, and reads the config again
     // only on SIGHUP.
-    let b = Bench::new(1, None, &shared, &tmp.0);
+    let b = Bench::new(1, None, &tmp.0);
     let opts = ProbeOpts {
         iface: "p1",
         queues: 1,

@@ -8,6 +8,11 @@
 //! (5.29 M packets, 400 k flows, 50 k at once). Where it is looked for:
 //! `$XDPROBE_BENCH_PCAP`, else `/tmp/bench.pcap`, else it is generated into
 //! cargo's per-target temporary directory (minutes, once).
+//!
+//! `cargo test` also runs every bench target, once, as a smoke test
+//! (criterion's test mode: no `--bench` argument). Those runs read the
+//! small real capture the repository bundles (`assets/demo.pcap`) instead,
+//! so a test run needs neither the generator nor minutes.
 
 #![allow(
     dead_code,
@@ -32,11 +37,30 @@ fn mkbench_script() -> PathBuf {
     )
 }
 
+/// True under `cargo test` (criterion's test mode), false under `cargo
+/// bench`, which passes `--bench`.
+pub fn smoke_run() -> bool {
+    !std::env::args().any(|a| a == "--bench")
+}
+
+/// A file of the repository, from either crate that includes this module
+/// (the root package or `dataplane/`).
+fn repo_file(rel: &str) -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    [here.join(rel), here.join("..").join(rel)]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{rel} not found from {}", here.display()))
+}
+
 /// Path of the benchmark capture, generating it when it exists nowhere.
 /// `tmpdir` is the bench's `CARGO_TARGET_TMPDIR`.
 pub fn bench_pcap(tmpdir: &str) -> PathBuf {
     if let Some(p) = std::env::var_os("XDPROBE_BENCH_PCAP") {
         return PathBuf::from(p);
+    }
+    if smoke_run() {
+        return repo_file("assets/demo.pcap");
     }
     let tmp = PathBuf::from("/tmp/bench.pcap");
     if tmp.is_file() {
@@ -152,8 +176,8 @@ impl Frames {
     }
 }
 
-/// Directory of the shared real-capture corpus.
+/// Directory of the real-capture corpus: `$XDPROBE_CORPUS`, else the
+/// repository's `tests/corpus`.
 pub fn corpus_dir() -> PathBuf {
-    std::env::var_os("XDPROBE_CORPUS")
-        .map_or_else(|| PathBuf::from("/work/shared/corpus"), PathBuf::from)
+    std::env::var_os("XDPROBE_CORPUS").map_or_else(|| repo_file("tests/corpus"), PathBuf::from)
 }

@@ -74,6 +74,12 @@ pub mod probe {
     pub const FRAGMENT_TABLE_EVICTIONS: u16 = 1071;
 }
 
+/// NetFlow v9 has no enterprise numbers. The NPM elements it carries get
+/// the v9 type `V9_PRIVATE_BASE + ` their IPFIX enterprise ID: at or above
+/// 32768, where v9 exporters put their vendor-specific types (Cisco's NSEL
+/// 33000–40005, nProbe's 57472 + n), clear of the IANA-numbered ones.
+pub const V9_PRIVATE_BASE: u16 = 32768;
+
 /// nProbe element IDs. In IPFIX they live under [`PEN_NTOP`] with these
 /// IDs; in NetFlow v9 nProbe numbers them `57472 + id` (verified against
 /// Wireshark's and scapy's nProbe tables, see `docs/exporter.md`).
@@ -123,6 +129,8 @@ pub enum Npm {
     Ooo(Dir),
     Keepalive(Dir),
     DupAck(Dir),
+    ZeroWindow(Dir),
+    WindowFull(Dir),
     /// Bit 0: client/server roles were guessed; bit 1: TLS seen.
     Flags,
     SeqInFlow,
@@ -446,6 +454,44 @@ pub const NPM_ELEMENTS: &[NpmElement] = &[
         "packets",
         Npm::DupAck(S2C),
         "Server-to-client duplicate ACKs",
+    ),
+    // 1050–1069: receive-window events (Wireshark's definitions, see
+    // `xdprobe_dataplane::metrics::retrans`).
+    el(
+        1050,
+        "c2sZeroWindowPackets",
+        "zero_window_c2s",
+        "unsigned32",
+        "packets",
+        Npm::ZeroWindow(C2S),
+        "Client-to-server segments advertising a zero window (the client stopped reading)",
+    ),
+    el(
+        1051,
+        "s2cZeroWindowPackets",
+        "zero_window_s2c",
+        "unsigned32",
+        "packets",
+        Npm::ZeroWindow(S2C),
+        "Server-to-client segments advertising a zero window (the server stopped reading)",
+    ),
+    el(
+        1052,
+        "c2sWindowFullPackets",
+        "window_full_c2s",
+        "unsigned32",
+        "packets",
+        Npm::WindowFull(C2S),
+        "Client-to-server segments that filled the server's advertised window",
+    ),
+    el(
+        1053,
+        "s2cWindowFullPackets",
+        "window_full_s2c",
+        "unsigned32",
+        "packets",
+        Npm::WindowFull(S2C),
+        "Server-to-client segments that filled the client's advertised window",
     ),
     el(
         1030,

@@ -7,7 +7,8 @@
 //! space; the IDs below are per transport session.
 
 use crate::ie::{
-    Field, NPM_ELEMENTS, Npm, PEN_NTOP, PEN_REVERSE, Side, VARLEN, Value, iana, ntop, probe,
+    Field, NPM_ELEMENTS, Npm, PEN_NTOP, PEN_REVERSE, Side, V9_PRIVATE_BASE, VARLEN, Value, iana,
+    ntop, probe,
 };
 
 /// Wire format of one collector.
@@ -359,6 +360,14 @@ pub fn flow_fields(
         ] {
             f.push(Field::iana(id, 4, v));
         }
+        // The receive-window events, under their private v9 types.
+        for e in NPM_ELEMENTS.iter().filter(|e| is_v9_npm(e.value)) {
+            f.push(Field::iana(
+                V9_PRIVATE_BASE + e.id,
+                e.len,
+                Value::Npm(e.value),
+            ));
+        }
     }
     if profile == Profile::Ntop {
         for (id, v) in [
@@ -393,6 +402,12 @@ pub fn enterprise_ids_distinct_from_reverse(t: &FlowTemplate) -> bool {
         .iter()
         .filter(|f| f.pen != 0 && f.pen != PEN_REVERSE)
         .all(|f| !rev.contains(&f.id))
+}
+
+/// The NPM elements NetFlow v9 records carry too (as
+/// `V9_PRIVATE_BASE + id`).
+pub fn is_v9_npm(n: Npm) -> bool {
+    matches!(n, Npm::ZeroWindow(_) | Npm::WindowFull(_))
 }
 
 /// Whether a field is one of the per-flow NPM metrics (used by docs/tests).
@@ -436,6 +451,10 @@ mod tests {
         );
         let ids: Vec<u16> = t.v4.fields.iter().map(|f| f.id).collect();
         for id in 57554..=57559 {
+            assert!(ids.contains(&id), "{id}");
+        }
+        // Zero window / window full per direction: 32768 + 1050..=1053.
+        for id in 33818..=33821 {
             assert!(ids.contains(&id), "{id}");
         }
         assert!(t.v4.fields.iter().all(|f| f.pen == 0));

@@ -317,6 +317,10 @@ fn nfacctd_decodes_every_npm_element() {
             ("keepalive_s2c", u64::from(r.s2c.keepalive)),
             ("dup_ack_c2s", u64::from(r.c2s.dup_ack)),
             ("dup_ack_s2c", u64::from(r.s2c.dup_ack)),
+            ("zero_window_c2s", u64::from(r.c2s.zero_window)),
+            ("zero_window_s2c", u64::from(r.s2c.zero_window)),
+            ("window_full_c2s", u64::from(r.c2s.window_full)),
+            ("window_full_s2c", u64::from(r.s2c.window_full)),
             (
                 "npm_flags",
                 u64::from(r.direction_guessed) | (u64::from(r.npm.tls) << 1),

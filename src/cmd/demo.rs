@@ -10,7 +10,9 @@
 //! `xdprobe pcap`.
 //!
 //! The hidden sub-commands are the demo's own traffic programs, started by
-//! the demo with `ip netns exec` inside the client and server namespaces.
+//! the demo with `ip netns exec` inside the client and server namespaces,
+//! and one leg of its impairing bridge as a process, which the test rigs
+//! start in namespaces of their own.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,6 +71,9 @@ pub enum Helper {
     Serve(demo::serve::ServeArgs),
     #[command(hide = true)]
     Client(demo::client::ClientArgs),
+    /// One impairing bridge leg in the current namespace (test rigs).
+    #[command(hide = true)]
+    Bridge(demo::impair::BridgeArgs),
 }
 
 fn parse_pct(s: &str) -> Result<f64, String> {
@@ -100,6 +105,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     match args.helper {
         Some(Helper::Serve(a)) => return demo::serve::run(&a),
         Some(Helper::Client(a)) => return demo::client::run(&a),
+        Some(Helper::Bridge(a)) => return demo::impair::run(&a),
         None => {}
     }
     if !args.offline {

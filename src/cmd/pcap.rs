@@ -197,6 +197,13 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     let stats = worker.stats();
     if args.stats {
         print_summary(&stats, elapsed);
+        let r = reader.reorder_stats();
+        if r != Default::default() {
+            eprintln!(
+                "  time order: {} packets put before earlier-written ones, {} late by more than 2 ms (kept in file order), {} let out early (hold ring full)",
+                r.reordered, r.late, r.overflow
+            );
+        }
     }
     if let Some((exporter, counters)) = exporter {
         counters.store(

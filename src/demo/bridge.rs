@@ -1,6 +1,7 @@
 //! The impairing bridge: a user-space Ethernet bridge between two
-//! interfaces of the middle namespace (the kernel here has no netem), with
-//! a fixed one-way delay and a seeded random loss per direction.
+//! interfaces of the middle namespace (the kernel here has no netem), with,
+//! per direction, a fixed one-way delay and seeded random loss, reordering
+//! and duplication.
 //!
 //! Each leg is one thread that has entered the middle namespace (network
 //! namespaces are per thread). It reads frames from two AF_PACKET sockets,
@@ -10,6 +11,13 @@
 //! (frames are received straight into their slot; no allocation while
 //! running). A frame is never sent before its arrival time plus the delay;
 //! it may be a few microseconds late (timer slack is set to 1 ns).
+//!
+//! Reordering works as netem's does with a delay: a frame picked for it is
+//! sent at once, overtaking the frames still in the delay line (so it needs
+//! a delay to reorder anything). A duplicated frame is queued twice, one
+//! right after the other. Every frame draws its three coins (loss, reorder,
+//! duplicate) whatever the outcome, so one seed gives one pattern for a
+//! given frame sequence whichever impairments are switched on.
 
 use std::{
     io,
@@ -38,19 +46,23 @@ const BURST: usize = 64;
 /// Longest sleep, so a stop request is seen promptly.
 const MAX_SLEEP: Duration = Duration::from_millis(50);
 
-/// One direction's impairment.
-#[derive(Clone, Copy, Debug)]
+/// One direction's impairment. Percentages are of the frames received.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Impair {
     pub delay: Duration,
     pub loss_pct: f64,
+    /// Sent at once, ahead of the delayed frames (needs `delay` > 0).
+    pub reorder_pct: f64,
+    /// Queued twice.
+    pub dup_pct: f64,
     pub seed: u64,
 }
 
 /// A leg: frames from `a` go out of `b` impaired by `a_to_b`, and back.
 #[derive(Clone, Debug)]
 pub struct Leg {
-    pub a: &'static str,
-    pub b: &'static str,
+    pub a: String,
+    pub b: String,
     pub a_to_b: Impair,
     pub b_to_a: Impair,
 }
@@ -62,6 +74,11 @@ pub struct DirCounters {
     pub forwarded: u64,
     /// Dropped on purpose (the random loss).
     pub lost: u64,
+    /// Sent ahead of the delayed frames on purpose.
+    pub reordered: u64,
+    /// Queued a second time on purpose (each copy is counted in
+    /// `forwarded`).
+    pub duplicated: u64,
     /// Dropped because the delay line was full.
     pub overflow: u64,
     /// Dropped because longer than a slot.
@@ -155,6 +172,22 @@ impl DelayLine {
         }
     }
 
+    /// Queues a second copy of the frame committed last; false (no copy)
+    /// when the line is full.
+    fn commit_copy_of_last(&mut self, due: Instant) -> bool {
+        if self.is_full() || self.len == 0 {
+            return false;
+        }
+        let cap = self.cap();
+        let last = (self.head + self.len - 1) % cap;
+        let next = (self.head + self.len) % cap;
+        let len = self.lens.get(last).copied().unwrap_or(0);
+        self.buf
+            .copy_within(last * SLOT..last * SLOT + len, next * SLOT);
+        self.commit(len, due);
+        true
+    }
+
     fn front_due(&self) -> Option<Instant> {
         (self.len > 0).then(|| self.due.get(self.head).copied())?
     }
@@ -221,15 +254,42 @@ impl Direction {
             // Stamped per frame, after it arrived: never early.
             let arrived = Instant::now();
             self.n.received += 1;
+            let lose = self.rng.chance(self.imp.loss_pct);
+            let reorder = self.rng.chance(self.imp.reorder_pct) && !self.imp.delay.is_zero();
+            let dup = self.rng.chance(self.imp.dup_pct);
             if full {
                 self.n.overflow += 1;
-            } else if self.rng.chance(self.imp.loss_pct) {
+            } else if lose {
                 self.n.lost += 1;
+            } else if reorder {
+                // Out of the slot it was received into, ahead of the line.
+                self.n.reordered += 1;
+                let copies = if dup { 2 } else { 1 };
+                self.n.duplicated += u64::from(dup);
+                for _ in 0..copies {
+                    self.send_now(socks, len);
+                }
             } else {
-                self.line.commit(len, arrived + self.imp.delay);
+                let due = arrived + self.imp.delay;
+                self.line.commit(len, due);
+                if dup && self.line.commit_copy_of_last(due) {
+                    self.n.duplicated += 1;
+                }
             }
         }
         Ok(true)
+    }
+
+    /// Sends the frame just received into the line's tail slot at once.
+    fn send_now(&mut self, socks: &[PacketSocket; 2], len: usize) {
+        let Some(dst) = socks.get(self.dst) else {
+            return;
+        };
+        let frame = self.line.tail();
+        match dst.send(frame.get(..len).unwrap_or_default()) {
+            Ok(()) => self.n.forwarded += 1,
+            Err(_) => self.n.tx_errors += 1,
+        }
     }
 
     /// Sends every frame that is due.
@@ -254,9 +314,10 @@ pub struct Bridge {
 }
 
 impl Bridge {
-    /// Starts every leg inside the namespace at `netns` and returns once
-    /// all are forwarding. Each leg stops by itself after `limit`.
-    pub fn start(netns: &Path, legs: &[Leg], limit: Duration) -> anyhow::Result<Bridge> {
+    /// Starts every leg inside the namespace at `netns` (or, with `None`,
+    /// the caller's) and returns once all are forwarding. Each leg stops by
+    /// itself after `limit`.
+    pub fn start(netns: Option<&Path>, legs: &[Leg], limit: Duration) -> anyhow::Result<Bridge> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut bridge = Bridge {
             stop: stop.clone(),
@@ -268,11 +329,11 @@ impl Bridge {
                 leg.clone(),
                 stop.clone(),
                 ready_tx.clone(),
-                netns.to_owned(),
+                netns.map(Path::to_owned),
             );
             let t = std::thread::Builder::new()
                 .name(format!("bridge-{}-{}", leg.a, leg.b))
-                .spawn(move || leg_thread(&ns, &leg, &stop, limit, &ready))
+                .spawn(move || leg_thread(ns.as_deref(), &leg, &stop, limit, &ready))
                 .context("starting a bridge thread")?;
             bridge.threads.push(t);
         }
@@ -309,7 +370,7 @@ impl Drop for Bridge {
 }
 
 fn leg_thread(
-    netns: &Path,
+    netns: Option<&Path>,
     leg: &Leg,
     stop: &AtomicBool,
     limit: Duration,
@@ -360,19 +421,21 @@ fn leg_thread(
     })
 }
 
-fn open_leg(netns: &Path, leg: &Leg) -> io::Result<[PacketSocket; 2]> {
-    let f = std::fs::File::open(netns)?;
-    // SAFETY: a valid namespace descriptor; setns only moves this thread
-    // into the namespace, nothing else in the process.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(io::Error::last_os_error());
+fn open_leg(netns: Option<&Path>, leg: &Leg) -> io::Result<[PacketSocket; 2]> {
+    if let Some(netns) = netns {
+        let f = std::fs::File::open(netns)?;
+        // SAFETY: a valid namespace descriptor; setns only moves this thread
+        // into the namespace, nothing else in the process.
+        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
     }
     // Fine-grained sleeps: the delay is a few milliseconds, and the default
     // 50 µs slack would add to every frame's.
     // SAFETY: PR_SET_TIMERSLACK takes an integer and only affects this
     // thread.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-    Ok([PacketSocket::open(leg.a)?, PacketSocket::open(leg.b)?])
+    Ok([PacketSocket::open(&leg.a)?, PacketSocket::open(&leg.b)?])
 }
 
 /// ppoll(2) with a sub-millisecond timeout.

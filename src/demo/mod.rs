@@ -22,6 +22,7 @@ pub mod bridge;
 pub mod client;
 mod collector;
 pub mod dns;
+pub mod impair;
 mod packet;
 mod probe;
 mod proc;
@@ -159,17 +160,18 @@ fn legs(o: &LiveOptions) -> [Leg; 2] {
         delay,
         loss_pct,
         seed: o.seed.wrapping_mul(0x9E37_79B9).wrapping_add(salt),
+        ..Impair::default()
     };
     [
         Leg {
-            a: LEG_A.0,
-            b: LEG_A.1,
+            a: LEG_A.0.into(),
+            b: LEG_A.1.into(),
             a_to_b: imp(delay, 0.0, 1),
             b_to_a: imp(delay, o.loss_pct, 2),
         },
         Leg {
-            a: LEG_B.0,
-            b: LEG_B.1,
+            a: LEG_B.0.into(),
+            b: LEG_B.1.into(),
             a_to_b: imp(Duration::ZERO, o.loss_pct, 3),
             b_to_a: imp(Duration::ZERO, 0.0, 4),
         },
@@ -211,7 +213,7 @@ fn live(o: &LiveOptions, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
         topo.probe.name
     );
     let mut bridge = Bridge::start(
-        &topo.middle.path(),
+        Some(&topo.middle.path()),
         &legs(o),
         Duration::from_secs(o.seconds + 120),
     )?;

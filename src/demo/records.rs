@@ -38,6 +38,8 @@ fn dir(v: &Value) -> Option<DirStats> {
         ooo: u32_of(v, "ooo")?,
         keepalive: u32_of(v, "keepalive")?,
         dup_ack: u32_of(v, "dup_ack")?,
+        zero_window: u32_of(v, "zero_window")?,
+        window_full: u32_of(v, "window_full")?,
     })
 }
 

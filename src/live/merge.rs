@@ -21,8 +21,9 @@ use xdprobe_dataplane::Timestamp;
 
 use super::{clock::unix_now, handoff::Consumer};
 
-/// Longest a frame waits for a silent source's watermark.
-pub const HOLD_NS: u64 = 2_000_000;
+/// Longest a frame waits for a silent source's watermark: the same window
+/// capture files are put in order within (`source::reorder`).
+pub const HOLD_NS: u64 = xdprobe_dataplane::source::reorder::WINDOW_NS;
 /// How long after its XDP timestamp a frame can still be on its way into
 /// the RX ring (softirq copy): an empty ring only vouches for frames
 /// stamped before `now - SLACK_NS`.

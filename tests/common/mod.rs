@@ -1,20 +1,12 @@
-//! Helpers shared by the integration tests: locating ../shared, running the
-//! real `xdprobe` binary and the tshark oracle, skipping privileged tests
-//! loudly (never under CI=true).
+//! Helpers shared by the integration tests: the test corpus, running the
+//! real `xdprobe` binary, skipping privileged tests loudly (never under
+//! CI=true).
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-
-/// `$XDPROBE_SHARED`, else `../shared` beside the checkout.
-pub fn shared_dir() -> Option<PathBuf> {
-    let p = std::env::var_os("XDPROBE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"));
-    p.join("tools/oracle.py").is_file().then_some(p)
-}
 
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
@@ -31,16 +23,6 @@ pub fn require(cond: bool, what: &str) -> bool {
     }
     eprintln!("\n!!!! SKIPPED: {what} !!!!\n");
     false
-}
-
-pub fn shared_or_skip() -> Option<PathBuf> {
-    let d = shared_dir();
-    require(
-        d.is_some(),
-        "../shared (or $XDPROBE_SHARED) with tools/oracle.py is not present",
-    )
-    .then_some(())?;
-    d
 }
 
 pub fn is_root() -> bool {
@@ -90,40 +72,37 @@ pub fn parse_lines(bytes: &[u8]) -> Vec<Value> {
         .collect()
 }
 
-/// tshark's per-flow values via `shared/tools/oracle.py --format jsonl`.
-pub fn oracle(shared: &Path, file: &Path, fast: bool) -> Vec<Value> {
-    let mut cmd = Command::new("python3");
-    cmd.arg(shared.join("tools/oracle.py"))
-        .arg(file)
-        .args(["--format", "jsonl"]);
-    if fast {
-        cmd.arg("--fast");
-    }
-    let out = cmd.output().expect("run oracle.py");
-    assert!(
-        out.status.success(),
-        "oracle.py {} failed: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    parse_lines(&out.stdout)
+/// The test captures kept in the repository (`tests/corpus/`, provenance
+/// and licence of each in `tests/corpus/SOURCES.tsv`).
+pub fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
 }
 
-/// The oracle file checked in beside a corpus capture (made by tshark).
-pub fn corpus_oracle(capture: &Path) -> Option<Vec<Value>> {
-    let name = capture.file_name()?.to_str()?;
-    let stem = name
-        .strip_suffix(".pcapng")
-        .or_else(|| name.strip_suffix(".pcap"))?;
-    let p = capture.with_file_name(format!("{stem}.oracle.jsonl"));
-    let text = std::fs::read(p).ok()?;
-    Some(parse_lines(&text))
+/// Every capture in `tests/corpus`, sorted by name.
+pub fn corpus_captures() -> Vec<PathBuf> {
+    captures_in(&corpus_dir())
 }
 
-/// Every capture in shared/corpus.
-pub fn corpus_captures(shared: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(shared.join("corpus"))
-        .expect("read corpus")
+/// Captures of an optional extra corpus: `$XDPROBE_SHARED/corpus` when that
+/// variable is set (the workplace's shared folder), less those of the same
+/// name `tests/corpus` holds already. Nothing when unset: the suite needs
+/// only what the repository holds.
+pub fn extra_captures() -> Vec<PathBuf> {
+    let ours: Vec<std::ffi::OsString> = corpus_captures()
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_owned()))
+        .collect();
+    std::env::var_os("XDPROBE_SHARED")
+        .map(|d| captures_in(&PathBuf::from(d).join("corpus")))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.file_name().is_none_or(|n| !ours.iter().any(|o| o == n)))
+        .collect()
+}
+
+fn captures_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
         .collect();
@@ -160,35 +139,4 @@ impl Drop for TempDir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
-}
-
-/// Whether `shared/tools/make_capture.sh` can run here (root for its
-/// network namespaces, and the traffic tools it drives); skips loudly.
-pub fn can_make_captures() -> bool {
-    if !require(
-        is_root(),
-        "not root: make_capture.sh needs network namespaces",
-    ) {
-        return false;
-    }
-    ["tshark", "tcpdump", "iperf3", "curl", "openssl", "ethtool"]
-        .iter()
-        .all(|tool| require(have(tool), &format!("{tool} is not installed")))
-}
-
-/// Real kernel traffic through the impairing bridge, captured by tcpdump:
-/// `make_capture.sh ARGS -o OUT`; returns the pcap's path.
-pub fn make_capture(shared: &Path, args: &[&str], out: &Path) -> PathBuf {
-    let st = Command::new(shared.join("tools/make_capture.sh"))
-        .args(args)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .expect("run make_capture.sh");
-    assert!(
-        st.status.success(),
-        "make_capture.sh {args:?}: {}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    out.with_extension("pcap")
 }

@@ -5,7 +5,9 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 pub mod probe;
+pub mod rig;
 pub mod topo;
+pub mod traffic;
 
 use std::{
     fs::File,
@@ -25,6 +27,23 @@ pub fn require_root(test: &str) -> bool {
         panic!("{test}: needs root (network namespaces, XDP) and CI=true forbids skipping");
     }
     eprintln!("\n!!!!! SKIPPED {test}: needs root (network namespaces, XDP) !!!!!\n");
+    false
+}
+
+/// True when `tool` is on the PATH; otherwise a loud skip, or a panic
+/// under CI=true.
+pub fn require_tool(tool: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{tool} is not installed and CI=true forbids skipping");
+    }
+    eprintln!("\n!!!!! SKIPPED: {tool} is not installed !!!!!\n");
     false
 }
 

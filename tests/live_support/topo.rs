@@ -10,8 +10,9 @@
 //!                             p0 ---------------- p1 (ns P): XDP + AF_XDP, xdprobe run
 //! ```
 //!
-//! Leg A/B are `shared/tools/impair.py` bridges (delay, loss, reordering,
-//! logged) or, without impairment, Linux bridges. Leg A runs on CPU 0 and
+//! Leg A/B are the project's own impairing bridge (`xdprobe demo bridge`,
+//! `src/demo/bridge.rs`: seeded delay, loss, reordering, duplication) or,
+//! without impairment, Linux bridges. Leg A runs on CPU 0 and
 //! leg B on CPU 1, and XPS maps p0's TX queue i to CPU i: client→server
 //! frames (sent on m0 by leg A) land on p1's RX queue 0 and server→client
 //! frames (received on m0 from leg B's CPU) on queue 1, so with two queues
@@ -28,13 +29,17 @@ use super::{NetNs, VethOpts, addr, neigh, veth};
 pub const CLIENT_IP: &str = "192.0.2.1";
 pub const SERVER_IP: &str = "192.0.2.2";
 
-/// Impairment of the two legs (each direction), as impair.py takes it.
-#[derive(Clone, Copy, Debug)]
+/// Impairment of the two legs, each applied to both directions: the
+/// client leg (client ↔ tap) delays and drops, the server leg (tap ↔
+/// server) delays, drops, reorders and duplicates.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Impair {
     pub client_delay_ms: f64,
+    pub client_loss_pct: f64,
     pub server_delay_ms: f64,
     pub loss_pct: f64,
     pub reorder_pct: f64,
+    pub dup_pct: f64,
     pub seed: u64,
 }
 
@@ -60,7 +65,7 @@ impl Drop for Bench {
 
 impl Bench {
     /// Builds the topology; `queues` RX queues on the probe's interface.
-    pub fn new(queues: u32, impair: Option<Impair>, shared: &Path, dir: &Path) -> Bench {
+    pub fn new(queues: u32, impair: Option<Impair>, dir: &Path) -> Bench {
         let c = NetNs::new("lvc");
         let m = NetNs::new("lvm");
         let s = NetNs::new("lvs");
@@ -99,7 +104,13 @@ impl Bench {
             children: Vec::new(),
         };
         match impair {
-            Some(i) => b.start_impair(i, shared),
+            Some(i) => {
+                // The legs forward frames addressed to the far ends.
+                for dev in ["c1", "m0", "m1", "s1"] {
+                    b.m.exec(&["ip", "link", "set", dev, "promisc", "on"]);
+                }
+                b.start_impair(i)
+            }
             None => {
                 for (br, a, z) in [("bra", "c1", "m0"), ("brb", "m1", "s1")] {
                     b.m.exec(&["ip", "link", "add", br, "type", "bridge"]);
@@ -112,8 +123,9 @@ impl Bench {
         b
     }
 
-    fn start_impair(&mut self, i: Impair, shared: &Path) {
-        let tool = shared.join("tools/impair.py");
+    /// One `xdprobe demo bridge` process per leg, leg A pinned to CPU 0 and
+    /// leg B to CPU 1 (see the module doc); returns once both forward.
+    fn start_impair(&mut self, i: Impair) {
         let legs = [
             (
                 "0",
@@ -121,6 +133,7 @@ impl Bench {
                 "m0",
                 "client_leg",
                 i.client_delay_ms,
+                i.client_loss_pct,
                 0.0,
                 0.0,
                 i.seed * 10 + 1,
@@ -133,38 +146,33 @@ impl Bench {
                 i.server_delay_ms,
                 i.loss_pct,
                 i.reorder_pct,
+                i.dup_pct,
                 i.seed * 10 + 2,
             ),
         ];
         let mut ready = Vec::new();
-        for (cpu, a, z, tag, delay, loss, reorder, seed) in legs {
+        for (cpu, a, z, tag, delay, loss, reorder, dup, seed) in legs {
             let r = self.dir.join(format!("ready_{tag}"));
             let child = self
                 .m
                 .command("taskset")
-                .args(["-c", cpu, "python3"])
-                .arg(&tool)
-                .args(["--a", a, "--b", z, "--tag", tag])
+                .args(["-c", cpu, env!("CARGO_BIN_EXE_xdprobe"), "demo", "bridge"])
+                .args(["--a", a, "--b", z])
                 .args(["--delay-ms", &delay.to_string()])
-                .args([
-                    "--loss",
-                    &loss.to_string(),
-                    "--reorder",
-                    &reorder.to_string(),
-                ])
-                .args(["--seed", &seed.to_string(), "--duration", "40"])
-                .arg("--log")
-                .arg(self.dir.join(format!("{tag}.jsonl")))
+                .args(["--loss", &loss.to_string()])
+                .args(["--reorder", &reorder.to_string()])
+                .args(["--dup", &dup.to_string()])
+                .args(["--seed", &seed.to_string(), "--seconds", "60"])
                 .arg("--ready")
                 .arg(&r)
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(std::fs::File::create(self.dir.join(format!("{tag}.log"))).expect("log"))
                 .spawn()
-                .expect("impair.py");
+                .expect("xdprobe demo bridge");
             self.children.push(child);
             ready.push(r);
         }
-        wait_for(Duration::from_secs(10), "impair.py bridges ready", || {
+        wait_for(Duration::from_secs(10), "bridge legs ready", || {
             ready.iter().all(|r| r.exists())
         });
     }
@@ -172,11 +180,45 @@ impl Bench {
     /// Starts tcpdump on the monitored link; returns its index in
     /// `children` (stop it with [`Bench::stop_tcpdump`]).
     pub fn start_tcpdump(&mut self, out: &Path) -> usize {
-        let err = self.dir.join("tcpdump.err");
+        self.start_tcpdump_snap(out, 262_144)
+    }
+
+    /// The same with a snapshot length.
+    pub fn start_tcpdump_snap(&mut self, out: &Path, snaplen: u32) -> usize {
+        self.start_tcpdump_on("m0", &[], out, snaplen)
+    }
+
+    /// tcpdump on `dev` of the middle namespace with extra arguments (a
+    /// direction, `-Q in`), writing `out`.
+    pub fn start_tcpdump_on(
+        &mut self,
+        dev: &str,
+        extra: &[&str],
+        out: &Path,
+        snaplen: u32,
+    ) -> usize {
+        let err = self.dir.join(format!(
+            "tcpdump-{}.err",
+            out.file_name().map_or("x".into(), |n| n.to_string_lossy())
+        ));
         let child = self
             .m
             .command("tcpdump")
-            .args(["-i", "m0", "-n", "-s", "262144", "-B", "32768", "-U", "-w"])
+            .args([
+                "-i",
+                dev,
+                "-n",
+                "-s",
+                &snaplen.to_string(),
+                "-B",
+                "32768",
+                "-U",
+                // Each packet written as it comes: a short capture stopped
+                // by SIGINT would lose the buffer block not yet full.
+                "--immediate-mode",
+            ])
+            .args(extra)
+            .arg("-w")
             .arg(out)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&err).expect("tcpdump.err"))

@@ -79,6 +79,14 @@ pub struct DirStats {
     pub ooo: u32,
     pub keepalive: u32,
     pub dup_ack: u32,
+    /// Segments advertising a zero window (Wireshark's
+    /// `tcp.analysis.zero_window`): this side's application stopped
+    /// reading.
+    pub zero_window: u32,
+    /// Segments that filled the other side's advertised window (Wireshark's
+    /// `tcp.analysis.window_full`): this side's sending was limited by the
+    /// receiver.
+    pub window_full: u32,
 }
 
 /// Network performance metrics of one record, microseconds. `None` = not

@@ -1,5 +1,6 @@
 //! Retransmission, out-of-order, keep-alive and duplicate-ACK classification
-//! (`npm-metrics.md` §3), one segment at a time, per direction.
+//! (`npm-metrics.md` §3), and the receive-window events zero window and
+//! window full, one segment at a time, per direction.
 //!
 //! Terms, exactly as the spec defines them (sequence arithmetic modulo 2^32
 //! through [`SeqNumber`]):
@@ -11,7 +12,11 @@
 //! - *keep-alive*: data length 0 or 1, SEQ = expected − 1, no SYN/FIN/RST.
 //! - *duplicate ACK*: data length 0, no SYN/FIN/RST, ACK flag set, ACK number
 //!   and window equal to those of the previous segment in this direction
-//!   (which also carried ACK), SEQ = expected.
+//!   (which also carried ACK), SEQ = expected, and a window other than 0.
+//!   The last condition is Wireshark's, not the spec's: a receiver that
+//!   repeats its zero-window ACK is waiting for its application, not
+//!   signalling a loss, and counting it would turn the next segment into a
+//!   "fast retransmission" (`docs/npm-vs-wireshark.md`).
 //!
 //! Evaluation (only segments with data or SYN/FIN, keep-alives skipped),
 //! first match wins:
@@ -28,6 +33,18 @@
 //! expected and is a retransmission of the last segment, not reordering);
 //! in rule 3 it is the data length (the spec's "length > 0" would be
 //! vacuous for SEG.LEN, since only segments with data or SYN/FIN get here).
+//!
+//! Window events follow Wireshark 4.0's TCP analysis (`packet-tcp.c`), which
+//! Flowmon and nProbe users read in the same sense (checked against tshark's
+//! `tcp.analysis.zero_window` / `window_full` by `tests/npm_oracle.rs`):
+//! - *zero window*: window 0 and no SYN/FIN/RST; not on a zero-window probe
+//!   (1 byte at expected SEQ while the other side's window is 0);
+//! - *window full*: data length > 0, no SYN/FIN/RST, and the segment ends
+//!   exactly at the other side's right window edge: its last ACK number +
+//!   its last window, scaled by its window scale (RFC 7323 §2; unscaled when
+//!   that window came on a SYN, shift capped at 14). Only when the scale is
+//!   known from the handshake ([`note_window_scale`]): a flow picked up
+//!   mid-stream never has a window-full event.
 
 use super::seq::SeqNumber;
 use crate::parse::TcpFlags;
@@ -42,9 +59,21 @@ const SEQ_KNOWN: u8 = 1;
 const ACK_KNOWN: u8 = 1 << 1;
 /// The previous segment in this direction carried the ACK flag.
 const PREV_ACK: u8 = 1 << 2;
+/// The previous segment in this direction carried SYN: its window is not
+/// scaled (RFC 7323 §2.2).
+const PREV_SYN: u8 = 1 << 3;
+
+/// RFC 7323 §2.3: a larger shift count is used as 14.
+const MAX_WINDOW_SHIFT: u8 = 14;
+
+/// How this direction's window field scales, as far as the handshake told:
+/// `SCALE_UNKNOWN` (no SYN seen), `SCALE_NONE` (a SYN without the option on
+/// either side: windows are as written), or the shift count 0..=14.
+const SCALE_UNKNOWN: i8 = -1;
+const SCALE_NONE: i8 = -2;
 
 /// Sequence state of one direction (32 bytes).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DirSeq {
     /// Time (ns) of the segment that set `next`.
     high_ts: u64,
@@ -60,6 +89,23 @@ pub struct DirSeq {
     /// Duplicate ACKs in the current run (same ACK number), saturating.
     dup_run: u16,
     flags: u8,
+    /// Window scale of this direction's window field (`SCALE_*` or shift).
+    scale: i8,
+}
+
+impl Default for DirSeq {
+    fn default() -> Self {
+        DirSeq {
+            high_ts: 0,
+            dupack_ts: 0,
+            next: SeqNumber(0),
+            ack: SeqNumber(0),
+            win: 0,
+            dup_run: 0,
+            flags: 0,
+            scale: SCALE_UNKNOWN,
+        }
+    }
 }
 
 /// What a segment is, by the first matching rule.
@@ -80,6 +126,27 @@ pub struct Outcome {
     pub class: Class,
     /// Duplicate ACK (independent of `class`: a dup ACK has no data).
     pub dup_ack: bool,
+    /// This segment advertises a zero window.
+    pub zero_window: bool,
+    /// This segment fills the other side's advertised window.
+    pub window_full: bool,
+}
+
+/// Records the window-scale option of a SYN or SYN+ACK travelling in `fwd`
+/// (`rev` is the other direction), as RFC 7323 §2.2 has the two ends
+/// decide: scaling is in force only if both SYNs carry the option. A SYN
+/// without it means no scaling either way; a SYN+ACK with it answering a
+/// SYN without it changes nothing.
+pub fn note_window_scale(fwd: &mut DirSeq, rev: &mut DirSeq, synack: bool, opt: Option<u8>) {
+    if let Some(shift) = opt {
+        fwd.scale = shift.min(MAX_WINDOW_SHIFT) as i8;
+    }
+    if fwd.scale == SCALE_UNKNOWN {
+        fwd.scale = SCALE_NONE;
+        rev.scale = SCALE_NONE;
+    } else if synack && rev.scale == SCALE_NONE {
+        fwd.scale = SCALE_NONE;
+    }
 }
 
 /// The header fields classification needs.
@@ -97,6 +164,20 @@ impl DirSeq {
     /// Expected SEQ, if any segment has been seen in this direction.
     pub fn expected(&self) -> Option<SeqNumber> {
         (self.flags & SEQ_KNOWN != 0).then_some(self.next)
+    }
+
+    /// The right edge of the window this direction last advertised (its
+    /// ACK number + its window, scaled), when the scale is known.
+    fn window_edge(&self) -> Option<SeqNumber> {
+        if self.flags & ACK_KNOWN == 0 || self.scale == SCALE_UNKNOWN {
+            return None;
+        }
+        let shift = if self.flags & PREV_SYN != 0 || self.scale == SCALE_NONE {
+            0
+        } else {
+            self.scale.unsigned_abs()
+        };
+        Some(self.ack.add(u32::from(self.win) << shift))
     }
 
     /// Classifies `seg` travelling in this direction and updates the state;
@@ -117,10 +198,24 @@ impl DirSeq {
             && seg.data_len == 0
             && !sfr
             && has_ack
+            && seg.window != 0
             && self.flags & PREV_ACK != 0
             && seg.window == self.win
             && seg.ack == self.ack
             && seg.seq == self.next;
+        // A zero-window probe is neither event (Wireshark stops there); a
+        // reverse direction not seen yet counts as window 0, as there.
+        let probe = known
+            && seg.data_len == 1
+            && seg.seq == self.next
+            && (rev.flags & SEQ_KNOWN == 0 || rev.win == 0);
+        let zero_window = !probe && seg.window == 0 && !sfr;
+        let window_full = !probe
+            && seg.data_len > 0
+            && !sfr
+            && rev
+                .window_edge()
+                .is_some_and(|edge| seg.seq.add(seg.data_len) == edge);
 
         let class = if keepalive {
             Class::KeepAlive
@@ -169,7 +264,17 @@ impl DirSeq {
         } else {
             self.flags &= !PREV_ACK;
         }
+        if syn {
+            self.flags |= PREV_SYN;
+        } else {
+            self.flags &= !PREV_SYN;
+        }
         self.win = seg.window;
-        Outcome { class, dup_ack }
+        Outcome {
+            class,
+            dup_ack,
+            zero_window,
+            window_full,
+        }
     }
 }

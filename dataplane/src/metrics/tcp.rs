@@ -1,6 +1,8 @@
 //! TCP metrics for one flow (`shared/spec/npm-metrics.md` §1–§3): handshake
 //! RTT, server response time (plain or TLS), retransmissions by kind,
-//! out-of-order segments, keep-alives and duplicate ACKs.
+//! out-of-order segments, keep-alives and duplicate ACKs, and the
+//! receive-window events zero window and window full (Wireshark's
+//! definitions, `retrans.rs`).
 //!
 //! The tracker is stored inline in every flow-table entry, so it holds no
 //! heap data and stays at most [`TCP_TRACKER_MAX_BYTES`] (checked at compile
@@ -8,7 +10,7 @@
 //! in ns and rounded to µs once, at export.
 
 use super::handshake::Handshake;
-use super::retrans::{Class, DEFAULT_OOO_THRESHOLD_NS, DirSeq, Segment};
+use super::retrans::{Class, DEFAULT_OOO_THRESHOLD_NS, DirSeq, Segment, note_window_scale};
 use super::seq::SeqNumber;
 use super::srt::{SrtStats, Turn};
 use super::tls::{TlsDir, looks_like_client_hello};
@@ -16,14 +18,14 @@ use crate::flow::record::{Dir, DirStats, FlowRecord};
 use crate::parse::{TcpFlags, TcpMeta};
 use crate::time::{Timestamp, ns_to_us};
 
-/// Upper bound on `size_of::<TcpTracker>()`, enforced below: 224 bytes on
-/// 64-bit targets (handshake 40, sequence state 2 × 32, counters 2 × 24,
+/// Upper bound on `size_of::<TcpTracker>()`, enforced below: 240 bytes on
+/// 64-bit targets (handshake 40, sequence state 2 × 32, counters 2 × 32,
 /// TLS record state 2 × 12, request/response turn 16, SRT statistics 24,
 /// TLS decision 1, padded to 8).
-pub const TCP_TRACKER_MAX_BYTES: usize = 224;
+pub const TCP_TRACKER_MAX_BYTES: usize = 240;
 const _: () = assert!(size_of::<TcpTracker>() <= TCP_TRACKER_MAX_BYTES);
 
-/// Per-interval counters of one direction (24 bytes).
+/// Per-interval counters of one direction (32 bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Counts {
     fast: u32,
@@ -32,6 +34,8 @@ struct Counts {
     ooo: u32,
     keepalive: u32,
     dup_ack: u32,
+    zero_window: u32,
+    window_full: u32,
 }
 
 impl Counts {
@@ -46,6 +50,8 @@ impl Counts {
         d.ooo = self.ooo;
         d.keepalive = self.keepalive;
         d.dup_ack = self.dup_ack;
+        d.zero_window = self.zero_window;
+        d.window_full = self.window_full;
     }
 }
 
@@ -112,9 +118,17 @@ impl TcpTracker {
         let threshold = self.hs.rtt_ns().unwrap_or(DEFAULT_OOO_THRESHOLD_NS);
         let [c2s, s2c] = &mut self.seq;
         let (fwd, rev) = match dir {
-            Dir::C2S => (c2s, &*s2c),
-            Dir::S2C => (s2c, &*c2s),
+            Dir::C2S => (c2s, s2c),
+            Dir::S2C => (s2c, c2s),
         };
+        if f.contains(TcpFlags::SYN) {
+            note_window_scale(
+                fwd,
+                rev,
+                f.contains(TcpFlags::ACK),
+                tcp.options.window_scale,
+            );
+        }
         let out = fwd.on_segment(rev, &seg, threshold);
 
         let c = &mut self.counts[dir.index()];
@@ -130,6 +144,8 @@ impl TcpTracker {
             *n = n.saturating_add(1);
         }
         c.dup_ack = c.dup_ack.saturating_add(u32::from(out.dup_ack));
+        c.zero_window = c.zero_window.saturating_add(u32::from(out.zero_window));
+        c.window_full = c.window_full.saturating_add(u32::from(out.window_full));
 
         // A keep-alive's 0/1 byte is not application data.
         if payload_len > 0 && out.class != Class::KeepAlive {

@@ -1,6 +1,6 @@
 //! Hand-built segment sequences for `TcpTracker`: every classification
 //! branch and its boundary and the handshake choices (SRT and TLS in
-//! `tcp_srt_tests.rs`).
+//! `tcp_srt_tests.rs`, receive-window events in `tcp_window_tests.rs`).
 
 use super::TcpTracker;
 use crate::flow::record::{Dir, DirStats, EndReason, FlowRecord, Npm};
@@ -481,3 +481,6 @@ fn metrics_tcp_sequence_wraparound() {
 
 #[path = "tcp_srt_tests.rs"]
 mod srt;
+
+#[path = "tcp_window_tests.rs"]
+mod window;

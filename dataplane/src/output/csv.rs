@@ -4,8 +4,7 @@ use std::fmt::Write;
 
 use crate::flow::record::{DirStats, FlowRecord};
 
-const DIR_COLS: &str =
-    "packets,bytes,retrans,retrans_fast,retrans_spurious,retrans_other,ooo,keepalive,dup_ack";
+const DIR_COLS: &str = "packets,bytes,retrans,retrans_fast,retrans_spurious,retrans_other,ooo,keepalive,dup_ack,zero_window,window_full";
 
 pub(super) fn header(buf: &mut String) {
     let c2s: Vec<String> = DIR_COLS.split(',').map(|c| format!("c2s_{c}")).collect();
@@ -25,7 +24,7 @@ fn o<T: std::fmt::Display>(v: Option<T>) -> String {
 fn dir(buf: &mut String, d: &DirStats) {
     let _ = write!(
         buf,
-        "{},{},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{}",
         d.packets,
         d.bytes,
         d.retrans,
@@ -34,7 +33,9 @@ fn dir(buf: &mut String, d: &DirStats) {
         d.retrans_other,
         d.ooo,
         d.keepalive,
-        d.dup_ack
+        d.dup_ack,
+        d.zero_window,
+        d.window_full
     );
 }
 
@@ -70,4 +71,46 @@ pub(super) fn row(buf: &mut String, r: &FlowRecord) {
         o(n.srt_max_us),
         n.tls
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::record::{EndReason, Npm};
+    use crate::time::Timestamp;
+
+    #[test]
+    fn every_row_has_the_header_columns() {
+        let a = std::net::IpAddr::from([192, 0, 2, 1]);
+        let rec = FlowRecord {
+            client_addr: a,
+            client_port: 1,
+            server_addr: a,
+            server_port: 2,
+            proto: 6,
+            vlan: None,
+            direction_guessed: false,
+            start: Timestamp::ZERO,
+            end: Timestamp::ZERO,
+            end_reason: EndReason::End,
+            tos: 0,
+            c2s: DirStats {
+                zero_window: 3,
+                window_full: 4,
+                ..DirStats::default()
+            },
+            s2c: DirStats::default(),
+            npm: Npm::default(),
+            seq_in_flow: 0,
+        };
+        let (mut h, mut r) = (String::new(), String::new());
+        header(&mut h);
+        row(&mut r, &rec);
+        let cols = |s: &str| s.trim_end().split(',').count();
+        assert_eq!(cols(&h), cols(&r));
+        let names: Vec<&str> = h.trim_end().split(',').collect();
+        let vals: Vec<&str> = r.trim_end().split(',').collect();
+        let at = |n: &str| vals[names.iter().position(|x| *x == n).unwrap()];
+        assert_eq!((at("c2s_zero_window"), at("c2s_window_full")), ("3", "4"));
+    }
 }

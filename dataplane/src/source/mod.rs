@@ -1,4 +1,7 @@
 //! Packet sources: where frames and their capture timestamps come from.
-//! Both hand the same `(frame, timestamp)` pairs to the flow code.
+//! Both hand the same `(frame, timestamp)` pairs to the flow code; files
+//! through `reorder`, which puts small timestamp inversions in order as
+//! the live hand-off does.
 
 pub mod pcap;
+pub mod reorder;

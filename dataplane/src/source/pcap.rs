@@ -45,7 +45,7 @@ mod stream_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 
 use std::fs::File;
 use std::io;
@@ -470,6 +470,13 @@ impl<B: AsRef<[u8]>> PcapReader<B> {
             }
         }
         Ok(n)
+    }
+
+    /// The whole file as the reader holds it; every packet it hands out is
+    /// a part of this (`source::reorder` keeps packets by their place in
+    /// it).
+    pub fn bytes(&self) -> &[u8] {
+        self.buf.as_ref()
     }
 
     /// Byte offset of the next record or block.

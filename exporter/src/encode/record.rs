@@ -104,6 +104,8 @@ fn npm_value(v: &View<'_>, n: Npm) -> u32 {
         Npm::Ooo(x) => d(x).ooo,
         Npm::Keepalive(x) => d(x).keepalive,
         Npm::DupAck(x) => d(x).dup_ack,
+        Npm::ZeroWindow(x) => d(x).zero_window,
+        Npm::WindowFull(x) => d(x).window_full,
         Npm::Flags => u32::from(r.direction_guessed) | (u32::from(r.npm.tls) << 1),
         Npm::SeqInFlow => r.seq_in_flow,
     }

@@ -39,6 +39,8 @@ pub fn tcp_record(i: u32) -> FlowRecord {
             ooo: 2,
             keepalive: 1,
             dup_ack: 4,
+            zero_window: 7,
+            window_full: 2,
         },
         s2c: DirStats {
             packets: 20 + u64::from(i),
@@ -51,6 +53,8 @@ pub fn tcp_record(i: u32) -> FlowRecord {
             ooo: 1,
             keepalive: 0,
             dup_ack: 6,
+            zero_window: 0,
+            window_full: 9 + i % 3,
         },
         npm: Npm {
             rtt_us: Some(15_300 + i),

@@ -39,6 +39,12 @@ pub enum Rule {
     /// packet after a SYN even when it is a RST (refused connection); the
     /// spec has no handshake there, so RTT is absent.
     RttFromRst,
+    /// SYN, SYN+ACK and the handshake ACK carry the same timestamp (a
+    /// capture clock coarser than the path's RTT): the spec's RTT is 0.
+    /// Wireshark keeps `initial_rtt` "unset" while it is 0 and stores the
+    /// delta of a later ACK-only packet instead (the client's first data,
+    /// a server ACK …), which is no handshake time at all.
+    InitialRttZeroIsUnset,
     /// A SYN retry captured after the SYN+ACK that the handshake ACK
     /// answers (the client's retry crossed the server's): Wireshark
     /// measures `initial_rtt` from that last SYN, the spec pairs the SYN+ACK
@@ -97,10 +103,16 @@ pub struct TcpAdjust {
 /// client endpoint (`addr:port`).
 pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit>) -> TcpAdjust {
     let mut adj = TcpAdjust::default();
-    let threshold = pkts
-        .iter()
-        .find_map(|p| p.initial_rtt_ns)
-        .unwrap_or(DEFAULT_THRESHOLD_NS);
+    // Out-of-order threshold: the handshake RTT; 0 when that is 0 (then
+    // tshark's `initial_rtt` is a later, unrelated delta).
+    let zero_rtt = zero_rtt_handshake(pkts);
+    let threshold = if zero_rtt {
+        0
+    } else {
+        pkts.iter()
+            .find_map(|p| p.initial_rtt_ns)
+            .unwrap_or(DEFAULT_THRESHOLD_NS)
+    };
     // Spec §3 expected SEQ (highest SEQ + SEG.LEN) and its time, per direction.
     let mut next: [Option<(u32, u64)>; 2] = [None, None];
     // Time of each direction's last duplicate ACK (tshark's flag).
@@ -125,7 +137,7 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
                 && p.ts_ns.saturating_sub(t) <= threshold
                 && p.seq.wrapping_add(seg_len) != n
         });
-        if p.spurious && p.len > 0 && rule2 {
+        if p.a.spurious && p.len > 0 && rule2 {
             adj.spur_to_ooo[d] += 1;
             hits.push(Hit {
                 flow: flow.into(),
@@ -133,7 +145,7 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
                 rule: Rule::SpuriousBeforeOoo,
             });
         }
-        if p.fast && last_dup[1 - d].is_none_or(|t| p.ts_ns.saturating_sub(t) > FAST_WINDOW_NS) {
+        if p.a.fast && last_dup[1 - d].is_none_or(|t| p.ts_ns.saturating_sub(t) > FAST_WINDOW_NS) {
             if rule2 {
                 adj.fast_to_ooo[d] += 1;
             } else {
@@ -151,13 +163,13 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
             && run[r].0 == p.seq
             && last_dup[r].is_some_and(|t| p.ts_ns.saturating_sub(t) <= FAST_WINDOW_NS);
         if spec_fast
-            && !p.fast
+            && !p.a.fast
             && no_ack_after_dup[r]
             && (p.len > 0 || p.flags & (F_SYN | F_FIN) != 0)
         {
-            let class = if p.ooo {
+            let class = if p.a.ooo {
                 0
-            } else if p.spurious {
+            } else if p.a.spurious {
                 1
             } else {
                 2
@@ -169,7 +181,7 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
                 rule: Rule::NoAckPacketEndsDupRun,
             });
         }
-        if p.dup_ack {
+        if p.a.dup_ack {
             last_dup[d] = Some(p.ts_ns);
             run[d] = if run[d].0 == p.ack {
                 (p.ack, run[d].1 + 1)
@@ -184,7 +196,7 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
         } else {
             no_ack_after_dup[d] = true;
         }
-        if p.keep_alive_ack {
+        if p.a.keep_alive_ack {
             adj.ka_ack_dup[d] += 1;
             hits.push(Hit {
                 flow: flow.into(),
@@ -224,10 +236,34 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
                     frame: p.frame,
                     rule: Rule::RttFromRst,
                 });
+            } else if zero_rtt {
+                hits.push(Hit {
+                    flow: flow.into(),
+                    frame: p.frame,
+                    rule: Rule::InitialRttZeroIsUnset,
+                });
+                adj.rtt_override = Some(Some(0));
             }
         }
     }
     adj
+}
+
+/// Whether the packet that closes Wireshark's handshake (the first
+/// ACK-only packet after a SYN) is stamped with the last SYN's time, so
+/// that its `initial_rtt` would be 0.
+fn zero_rtt_handshake(pkts: &[Pkt]) -> bool {
+    let mut syn_ts = None;
+    for p in pkts {
+        match p.flags & (F_SYN | F_ACK) {
+            F_SYN => syn_ts = Some(p.ts_ns),
+            F_ACK if syn_ts.is_some() => {
+                return p.flags & F_RST == 0 && syn_ts == Some(p.ts_ns);
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// The spec's DNS rules (§2) replayed on tshark's decoded messages.

@@ -1,0 +1,401 @@
+//! Time order for capture files.
+//!
+//! A file is not always in timestamp order: when the two directions of a
+//! link reach the recorder on different ports or queues (a split TAP, a
+//! NIC with several queues, two captures merged), a SYN+ACK can be written
+//! before the SYN it answers although it is stamped later. Read in file
+//! order, such a handshake has no RTT. The live probe tolerates this by
+//! holding every frame up to [`WINDOW_NS`] for the other queues (the
+//! hand-off's time-ordered merge); files get the same tolerance here.
+//!
+//! [`TimeOrdered`] wraps a [`PcapReader`] and hands out packets in
+//! timestamp order, equal timestamps in file order, as long as no packet is
+//! stamped more than [`WINDOW_NS`] before one read earlier:
+//! - a packet is held until a packet stamped at least the window later has
+//!   been read (or the file ends), so nothing within the window can still
+//!   come before it;
+//! - a packet stamped more than the window before the newest one read so
+//!   far is *late*: everything held is handed out first, then it, in file
+//!   order, as without this stage (a capture whose clock stepped back, or
+//!   two files concatenated, is not reshuffled wholesale);
+//! - at most [`CAPACITY`] packets are held; beyond that the oldest goes out
+//!   early (counted), so a burst of more than that within one window is in
+//!   file order again past that point.
+//!
+//! A file already in time order comes out exactly as it is. Nothing is
+//! copied and nothing allocated per packet: a held packet is its place in
+//! the reader's buffer (the whole file, memory-mapped), kept in a ring
+//! allocated once.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+
+use super::pcap::{PcapError, PcapReader, RawPacket};
+use crate::parse::LinkType;
+use crate::time::Timestamp;
+
+/// How far back in capture time a packet may be and still be put in order:
+/// the live hand-off's hold time (`src/live/merge.rs` uses this constant).
+pub const WINDOW_NS: u64 = 2_000_000;
+
+/// Packets held at most: a 2 ms window at 4 M packets per second.
+pub const CAPACITY: usize = 8192;
+
+/// What the stage did, for `--stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReorderStats {
+    /// Packets handed out before others that preceded them in the file.
+    pub reordered: u64,
+    /// Packets stamped more than the window before an earlier-read one:
+    /// handed out in file order.
+    pub late: u64,
+    /// Packets handed out before the window passed because the ring was
+    /// full.
+    pub overflow: u64,
+}
+
+/// Packets read from the file at a time.
+const READ_BATCH: usize = 16;
+
+/// A packet held: its fields and where its bytes are in the reader's
+/// buffer.
+#[derive(Clone, Copy, Debug, Default)]
+struct Held {
+    ts: Timestamp,
+    link: Option<LinkType>,
+    linktype: u32,
+    wire_len: u32,
+    interface: u32,
+    bytes: (usize, usize),
+}
+
+impl Held {
+    fn range(&self) -> Range<usize> {
+        self.bytes.0..self.bytes.1
+    }
+}
+
+/// A [`PcapReader`] whose packets come out in timestamp order (see the
+/// module doc).
+pub struct TimeOrdered<B: AsRef<[u8]>> {
+    reader: PcapReader<B>,
+    held: VecDeque<Held>,
+    /// The first `forced` held packets go out whatever their time (they
+    /// preceded a late packet).
+    forced: usize,
+    /// Newest timestamp read so far (ns).
+    newest: u64,
+    /// The reader reported the end of the file or an error; calling it
+    /// again repeats that answer.
+    done: bool,
+    stats: ReorderStats,
+}
+
+impl<B: AsRef<[u8]>> TimeOrdered<B> {
+    pub fn new(reader: PcapReader<B>) -> Self {
+        TimeOrdered {
+            reader,
+            held: VecDeque::with_capacity(CAPACITY),
+            forced: 0,
+            newest: 0,
+            done: false,
+            stats: ReorderStats::default(),
+        }
+    }
+
+    pub fn reader(&self) -> &PcapReader<B> {
+        &self.reader
+    }
+
+    pub fn stats(&self) -> ReorderStats {
+        self.stats
+    }
+
+    /// Whether at least `n` held packets may go out now, in O(1): past the
+    /// forced ones the ring is sorted, so the `n`-th being due means all
+    /// before it are.
+    fn ready_at_least(&self, n: usize) -> bool {
+        if self.done || n <= self.forced {
+            return true;
+        }
+        let limit = self.newest.saturating_sub(WINDOW_NS);
+        n.checked_sub(1)
+            .and_then(|i| self.held.get(i))
+            .is_some_and(|h| h.ts.as_nanos() <= limit)
+    }
+
+    /// How many held packets may go out now, all from the front.
+    fn ready(&self) -> usize {
+        if self.done {
+            return self.held.len();
+        }
+        // The held packets after the forced ones are sorted by time.
+        let limit = self.newest.saturating_sub(WINDOW_NS);
+        let (mut lo, mut hi) = (self.forced, self.held.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.held.get(mid).is_some_and(|h| h.ts.as_nanos() <= limit) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Reads up to [`READ_BATCH`] packets into the ring (as many as fit);
+    /// false at the end of the file or on an error (kept for
+    /// [`next_batch`](Self::next_batch) to report).
+    fn read_some(&mut self) -> bool {
+        let room = CAPACITY.saturating_sub(self.held.len()).min(READ_BATCH);
+        let mut got = [Held::default(); READ_BATCH];
+        let n = {
+            let mut batch = [RawPacket::default(); READ_BATCH];
+            let base = self.reader.bytes().as_ptr() as usize;
+            let total = self.reader.bytes().len();
+            let Ok(n) = self.reader.next_batch(&mut batch[..room]) else {
+                return false;
+            };
+            for (h, p) in got.iter_mut().zip(&batch[..n]) {
+                // The packet's bytes are a part of the reader's buffer (it
+                // hands out views into it, never copies): keep their place.
+                let start = (p.data.as_ptr() as usize).wrapping_sub(base);
+                let end = start.wrapping_add(p.data.len());
+                *h = Held {
+                    ts: p.ts,
+                    link: p.link,
+                    linktype: p.linktype,
+                    wire_len: p.wire_len,
+                    interface: p.interface,
+                    bytes: if start <= end && end <= total {
+                        (start, end)
+                    } else {
+                        (0, 0)
+                    },
+                };
+            }
+            n
+        };
+        for h in &got[..n] {
+            self.insert(*h);
+        }
+        n > 0
+    }
+
+    /// Puts one packet in its place (see the module doc).
+    fn insert(&mut self, h: Held) {
+        let t = h.ts.as_nanos();
+        if t.saturating_add(WINDOW_NS) < self.newest {
+            // Late: what is held goes first, then this one, in file order.
+            self.stats.late += 1;
+            self.forced = self.held.len();
+            self.push_back(h, t);
+            return;
+        }
+        if self.held.back().is_none_or(|b| b.ts <= h.ts) {
+            // In order (the common case): no search.
+            self.push_back(h, t);
+            return;
+        }
+        let (mut lo, mut hi) = (self.forced, self.held.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.held.get(mid).is_some_and(|x| x.ts <= h.ts) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo < self.held.len() {
+            self.stats.reordered += 1;
+        }
+        self.held.insert(lo, h);
+        self.newest = self.newest.max(t);
+    }
+
+    fn push_back(&mut self, h: Held, t: u64) {
+        self.held.push_back(h);
+        self.newest = self.newest.max(t);
+    }
+
+    /// Fills `out` with the next packets in time order; `Ok(0)` at the end
+    /// of the file. An error of the reader comes after every packet read
+    /// before it.
+    pub fn next_batch<'a>(&'a mut self, out: &mut [RawPacket<'a>]) -> Result<usize, PcapError> {
+        loop {
+            if self.ready_at_least(out.len()) {
+                break;
+            }
+            if self.held.len() >= CAPACITY {
+                if !self.ready_at_least(1) {
+                    // Make room: the oldest goes out before its window
+                    // passed.
+                    self.forced = 1;
+                    self.stats.overflow += 1;
+                }
+                break;
+            }
+            if !self.read_some() {
+                self.done = true;
+            }
+        }
+        let n = self.ready().min(out.len());
+        if n == 0 {
+            // Nothing held and the reader is done: its own answer again
+            // (`Ok(None)` at the end, or the same error; it does not
+            // advance after one).
+            return self.reader.next_packet().map(|_| 0);
+        }
+        let TimeOrdered {
+            reader,
+            held,
+            forced,
+            ..
+        } = self;
+        let reader: &'a PcapReader<B> = reader;
+        let buf = reader.bytes();
+        for slot in out.iter_mut().take(n) {
+            let Some(h) = held.pop_front() else { break };
+            *forced = forced.saturating_sub(1);
+            *slot = RawPacket {
+                ts: h.ts,
+                link: h.link,
+                linktype: h.linktype,
+                data: buf.get(h.range()).unwrap_or_default(),
+                wire_len: h.wire_len,
+                interface: h.interface,
+            };
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::pcap::testutil::{self as tu, Order};
+
+    const T: u32 = 1_700_000_000;
+
+    /// The seed `tu::frame` made a frame from (31 · 223 ≡ 1 mod 256).
+    fn tag(frame: &[u8]) -> u8 {
+        frame.first().map_or(0, |b| b.wrapping_mul(223))
+    }
+
+    /// A classic pcap with one record per (µs offset, tag byte).
+    fn file(recs: &[(u32, u8)]) -> Vec<u8> {
+        let mut v = tu::pcap_header(Order::Le, false, 65535, 1);
+        for &(us, tag) in recs {
+            let f = tu::frame(tag, 60);
+            v.extend(tu::pcap_record(
+                Order::Le,
+                T + us / 1_000_000,
+                us % 1_000_000,
+                &f,
+                60,
+            ));
+        }
+        v
+    }
+
+    /// (µs offset, tag) of every packet, in the order handed out.
+    fn order(bytes: &[u8], batch: usize) -> (Vec<(u64, u8)>, ReorderStats) {
+        let r = PcapReader::from_bytes(bytes).expect("header");
+        let mut t = TimeOrdered::new(r);
+        let mut got = Vec::new();
+        loop {
+            let mut out = vec![RawPacket::default(); batch];
+            let n = t.next_batch(&mut out).expect("clean file");
+            if n == 0 {
+                break;
+            }
+            for p in &out[..n] {
+                let us = p.ts.as_micros() - u64::from(T) * 1_000_000;
+                got.push((us, tag(p.data)));
+            }
+        }
+        (got, t.stats())
+    }
+
+    #[test]
+    fn in_order_files_come_out_as_they_are() {
+        let recs: Vec<(u32, u8)> = (0..100).map(|i| (i * 700, i as u8)).collect();
+        for batch in [1, 3, 16] {
+            let (got, st) = order(&file(&recs), batch);
+            let want: Vec<(u64, u8)> = recs.iter().map(|&(u, t)| (u64::from(u), t)).collect();
+            assert_eq!(got, want);
+            assert_eq!(st, ReorderStats::default());
+        }
+    }
+
+    #[test]
+    fn a_synack_written_before_its_syn_is_put_after_it() {
+        // SYN at 1000 µs written after the SYN+ACK at 1100 µs (1 ms skew).
+        let recs = [(1100, 2), (1000, 1), (1300, 3), (5000, 4)];
+        let (got, st) = order(&file(&recs), 16);
+        assert_eq!(got, vec![(1000, 1), (1100, 2), (1300, 3), (5000, 4)]);
+        assert_eq!(st.reordered, 1);
+    }
+
+    #[test]
+    fn equal_timestamps_keep_file_order() {
+        let recs = [(10, 1), (10, 2), (10, 3), (9, 4), (10, 5)];
+        let (got, _) = order(&file(&recs), 2);
+        assert_eq!(got, vec![(9, 4), (10, 1), (10, 2), (10, 3), (10, 5)]);
+    }
+
+    #[test]
+    fn a_packet_beyond_the_window_stays_in_file_order() {
+        // 2.5 ms back: late. Everything before it goes first.
+        let recs = [(10_000, 1), (11_500, 2), (9_000, 3), (12_000, 4)];
+        let (got, st) = order(&file(&recs), 16);
+        assert_eq!(got, vec![(10_000, 1), (11_500, 2), (9_000, 3), (12_000, 4)]);
+        assert_eq!((st.late, st.reordered), (1, 0));
+        // A clock stepping back by an hour: file order, nothing held long;
+        // every packet until the clock is back within the window is late.
+        let recs = [(3_600_000_000, 1), (5, 2), (6, 3), (3_600_000_100, 4)];
+        let (got, st) = order(&file(&recs), 16);
+        let tags: Vec<u8> = got.iter().map(|g| g.1).collect();
+        assert_eq!(tags, vec![1, 2, 3, 4]);
+        assert_eq!(st.late, 2);
+    }
+
+    #[test]
+    fn exactly_the_window_back_is_still_sorted() {
+        let recs = [(2_000, 1), (0, 2)];
+        let (got, _) = order(&file(&recs), 16);
+        assert_eq!(got, vec![(0, 2), (2_000, 1)]);
+    }
+
+    #[test]
+    fn a_full_ring_lets_the_oldest_out_early() {
+        // CAPACITY + 10 packets within one window, the last one earliest.
+        let mut recs: Vec<(u32, u8)> = (0..CAPACITY as u32 + 10).map(|i| (500, i as u8)).collect();
+        recs.push((400, 0xee));
+        let (got, st) = order(&file(&recs), 16);
+        assert_eq!(got.len(), recs.len());
+        // The ring filled after CAPACITY packets; from then on every read
+        // let one out early, the 400 µs one included (it was then the
+        // oldest). It still precedes every 500 µs packet held with it.
+        assert_eq!(st.overflow, 12);
+        let pos = got.iter().position(|g| g == &(400, 0xee)).unwrap();
+        assert_eq!(pos, 11);
+    }
+
+    #[test]
+    fn an_error_comes_after_the_packets_before_it() {
+        let mut bytes = file(&[(100, 1), (50, 2)]);
+        bytes.extend_from_slice(&[1, 2, 3]); // a cut record header
+        let r = PcapReader::from_bytes(&bytes[..]).expect("header");
+        let mut t = TimeOrdered::new(r);
+        {
+            let mut out = [RawPacket::default(); 16];
+            assert_eq!(t.next_batch(&mut out).expect("two packets first"), 2);
+            assert_eq!(out[0].ts.as_micros() % 1_000_000, 50);
+        }
+        for _ in 0..2 {
+            let mut out = [RawPacket::default(); 16];
+            assert!(t.next_batch(&mut out).is_err(), "the error, repeated");
+        }
+    }
+}

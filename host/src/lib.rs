@@ -1,8 +1,11 @@
 //! xdprobe's host side: what the running kernel offers (`kernel`), which
 //! hooks observe what (`hooks`), and the host tools built on them —
-//! stack-layer latency (`stack`).
+//! stack-layer latency (`stack`); across hosts, clock alignment (`sync`)
+//! and the agents' stream to a manager (`fleet`).
 
+pub mod fleet;
 pub mod hooks;
 pub mod kernel;
 pub mod object;
 pub mod stack;
+pub mod sync;

@@ -3,3 +3,6 @@
 
 /// Stack-layer latency programs (`host-prog/src/bin/stacklat.rs`).
 pub static STACKLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stacklat"));
+
+/// Clock-sync XDP responder (`host-prog/src/bin/clocksync.rs`).
+pub static CLOCKSYNC: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/clocksync"));

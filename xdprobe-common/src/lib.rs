@@ -7,9 +7,11 @@
 //! no uninitialised byte ever crosses a map (pping's `pping.h` does the same).
 //! The `user` feature adds `aya::Pod` impls; the eBPF build leaves it off.
 //!
-//! [`host`] holds the types of the host-side tracing programs.
+//! [`host`] holds the types of the host-side tracing programs, [`sync`]
+//! those of the clock-sync responder.
 
 pub mod host;
+pub mod sync;
 
 /// Names of the maps and globals in the XDP object. Both sides use these
 /// constants so a rename is a compile error, not a runtime "map not found".
@@ -147,6 +149,10 @@ mod pod {
     unsafe impl aya::Pod for super::host::StackEvent {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::host::TcpPending {}
+    // SAFETY: as above (sizes asserted in `sync`).
+    unsafe impl aya::Pod for super::sync::SyncSettings {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::sync::SyncCounters {}
 }
 
 const _: () = assert!(core::mem::size_of::<XdpCounters>() == 6 * 8);

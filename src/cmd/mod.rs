@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod check_config;
 pub mod demo;
 pub mod host;

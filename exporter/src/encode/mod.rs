@@ -6,6 +6,7 @@
 //! padding, so one writer serves both; `ipfix` and `nfv9` hold the
 //! differences.
 
+pub mod host;
 pub mod ipfix;
 pub mod nfv9;
 pub mod record;

@@ -211,7 +211,12 @@ impl Fleet {
         }
     }
 
-    fn place_id(ids: &mut HashMap<(String, u32), u32>, places: &mut Vec<(String, u32)>, agent: &str, netns: u32) -> u32 {
+    fn place_id(
+        ids: &mut HashMap<(String, u32), u32>,
+        places: &mut Vec<(String, u32)>,
+        agent: &str,
+        netns: u32,
+    ) -> u32 {
         if let Some(&id) = ids.get(&(agent.to_owned(), netns)) {
             return id;
         }
@@ -324,14 +329,24 @@ impl Fleet {
 
     /// Resolves what can be at manager time `now_ns` and hands out the
     /// finished reports and the timed bytes (for histograms).
-    pub fn advance(&mut self, now_ns: u64, out: &mut impl FnMut(CrossReport), samples: &mut impl FnMut(&RawSample)) {
+    pub fn advance(
+        &mut self,
+        now_ns: u64,
+        out: &mut impl FnMut(CrossReport),
+        samples: &mut impl FnMut(&RawSample),
+    ) {
         let mut done = Vec::new();
         self.matcher.advance(now_ns, &mut |r| done.push(r));
         self.hand_out(done, out, samples);
     }
 
     /// Reports every flow (the manager stops).
-    pub fn finish(&mut self, now_ns: u64, out: &mut impl FnMut(CrossReport), samples: &mut impl FnMut(&RawSample)) {
+    pub fn finish(
+        &mut self,
+        now_ns: u64,
+        out: &mut impl FnMut(CrossReport),
+        samples: &mut impl FnMut(&RawSample),
+    ) {
         // Agents that never got a clock: their events are matched as they
         // are (their T4/T8 are then meaningless, their own segments not).
         let names: Vec<String> = self
@@ -352,7 +367,12 @@ impl Fleet {
         self.hand_out(done, out, samples);
     }
 
-    fn hand_out(&mut self, done: Vec<FlowReport>, out: &mut impl FnMut(CrossReport), samples: &mut impl FnMut(&RawSample)) {
+    fn hand_out(
+        &mut self,
+        done: Vec<FlowReport>,
+        out: &mut impl FnMut(CrossReport),
+        samples: &mut impl FnMut(&RawSample),
+    ) {
         for s in self.matcher.take_samples() {
             samples(&s);
         }

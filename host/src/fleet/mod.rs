@@ -5,5 +5,7 @@
 //! probe's records (`join`).
 
 pub mod forward;
+pub mod join;
 pub mod manager;
+pub mod metrics;
 pub mod proto;

@@ -120,7 +120,10 @@ pub fn encode_stats(s: &AgentStats, out: &mut Vec<u8>) {
 
 /// Appends one EVENTS frame holding `evs` (at most
 /// [`MAX_EVENTS_PER_FRAME`] of them are taken; returns how many).
-pub fn encode_events<'a>(evs: impl IntoIterator<Item = &'a StackEvent>, out: &mut Vec<u8>) -> usize {
+pub fn encode_events<'a>(
+    evs: impl IntoIterator<Item = &'a StackEvent>,
+    out: &mut Vec<u8>,
+) -> usize {
     let start = out.len();
     frame(KIND_EVENTS, 0, out);
     out.extend_from_slice(&[0; 4]);
@@ -196,9 +199,11 @@ fn get_event(b: &[u8]) -> StackEvent {
 }
 
 fn decode_body(kind: u8, body: &[u8]) -> Result<Frame, ProtoError> {
-    let json = |kind: &'static str| move |e: serde_json::Error| ProtoError::Json {
-        kind,
-        msg: e.to_string(),
+    let json = |kind: &'static str| {
+        move |e: serde_json::Error| ProtoError::Json {
+            kind,
+            msg: e.to_string(),
+        }
     };
     match kind {
         KIND_HELLO => serde_json::from_slice(body)
@@ -215,7 +220,9 @@ fn decode_body(kind: u8, body: &[u8]) -> Result<Frame, ProtoError> {
             if rest.len() != n * EVENT_LEN {
                 return Err(ProtoError::Events("count and length disagree"));
             }
-            Ok(Frame::Events(rest.chunks_exact(EVENT_LEN).map(get_event).collect()))
+            Ok(Frame::Events(
+                rest.chunks_exact(EVENT_LEN).map(get_event).collect(),
+            ))
         }
         k => Err(ProtoError::Kind(k)),
     }

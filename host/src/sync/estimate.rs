@@ -315,9 +315,14 @@ mod tests {
             v.push(ex(1_000_000_000 + i * 1_000_000, theta, 15_000, 200, extra));
         }
         // Four quiet ones, a microsecond of asymmetry each way.
-        for (i, (f, b)) in [(15_000, 16_000), (16_000, 15_000), (15_500, 15_000), (15_000, 15_400)]
-            .into_iter()
-            .enumerate()
+        for (i, (f, b)) in [
+            (15_000, 16_000),
+            (16_000, 15_000),
+            (15_500, 15_000),
+            (15_000, 15_400),
+        ]
+        .into_iter()
+        .enumerate()
         {
             v.push(ex(2_000_000_000 + i as u64 * 1_000_000, theta, f, 200, b));
         }

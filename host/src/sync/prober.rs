@@ -97,7 +97,12 @@ impl Prober {
         r
     }
 
-    fn burst_on(&mut self, s: &UdpSocket, target: SocketAddr, cfg: &BurstConfig) -> io::Result<Burst> {
+    fn burst_on(
+        &mut self,
+        s: &UdpSocket,
+        target: SocketAddr,
+        cfg: &BurstConfig,
+    ) -> io::Result<Burst> {
         let mut out = Burst::default();
         // Replies of an earlier, timed-out burst.
         while s.recv_from(&mut self.buf).is_ok() {

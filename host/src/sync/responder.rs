@@ -115,8 +115,8 @@ impl Responder {
         let counters = ebpf
             .take_map(names::COUNTERS)
             .ok_or(ResponderError::Missing(names::COUNTERS))?;
-        let counters = PerCpuArray::try_from(counters)
-            .map_err(|e| ResponderError::Map(names::COUNTERS, e))?;
+        let counters =
+            PerCpuArray::try_from(counters).map_err(|e| ResponderError::Map(names::COUNTERS, e))?;
         let prog = program(&mut ebpf)?;
         prog.load().map_err(ResponderError::Program)?;
         let (link, mode) = match prog.attach(&opts.iface, XdpMode::Driver) {
@@ -124,12 +124,12 @@ impl Responder {
             Err(e) => {
                 tracing::warn!(iface = %opts.iface, error = %e,
                     "native XDP refused; the clock-sync responder runs in generic (skb) mode, later on the receive path");
-                let l = prog
-                    .attach(&opts.iface, XdpMode::Skb)
-                    .map_err(|source| ResponderError::Attach {
+                let l = prog.attach(&opts.iface, XdpMode::Skb).map_err(|source| {
+                    ResponderError::Attach {
                         iface: opts.iface.clone(),
                         source,
-                    })?;
+                    }
+                })?;
                 (l, XdpMode::Skb)
             }
         };

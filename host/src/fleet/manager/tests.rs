@@ -27,7 +27,11 @@ fn ev(layer: u8, seq: u32, len: u32, t_ns: u64, netns: u32) -> StackEvent {
         family: 2,
         sport: 40000,
         dport: 5201,
-        tgid: if matches!(layer, code::SOCK_TX | code::SOCK_RX) { 7 } else { 0 },
+        tgid: if matches!(layer, code::SOCK_TX | code::SOCK_RX) {
+            7
+        } else {
+            0
+        },
         ..StackEvent::default()
     };
     e.saddr[..4].copy_from_slice(&[198, 51, 100, 1]);
@@ -93,7 +97,9 @@ fn run(off_a: i64, off_b: i64) -> Vec<CrossReport> {
     }
     let mut out = Vec::new();
     let mut samples = 0;
-    f.finish(t0 + 10_000_000_000, &mut |r| out.push(r), &mut |_| samples += 1);
+    f.finish(t0 + 10_000_000_000, &mut |r| out.push(r), &mut |_| {
+        samples += 1
+    });
     assert_eq!(samples, 20);
     out
 }
@@ -110,7 +116,12 @@ fn seg(r: &CrossReport, name: &str) -> f64 {
 
 #[test]
 fn skewed_clocks_are_corrected_before_matching() {
-    for (a, b) in [(0, 0), (1_000_000, -1_000_000), (250_000_000, -250_000_000), (-3_000_000_000, 7)] {
+    for (a, b) in [
+        (0, 0),
+        (1_000_000, -1_000_000),
+        (250_000_000, -250_000_000),
+        (-3_000_000_000, 7),
+    ] {
         let r = run(a, b);
         assert_eq!(r.len(), 1, "one flow");
         let r = &r[0];
@@ -139,14 +150,26 @@ fn events_wait_for_the_first_clock_round_within_bounds() {
     let t = 5_000_000_000_000u64;
     f.estimate("b", round(t, 0));
     // A's events come before A's clock is known.
-    f.events("a", &[
-        ev(code::DEV_TX, 1, 100, t.wrapping_add_signed(off), NS_A),
-        ev(code::SOCK_TX, 1, 100, t.wrapping_add_signed(off) - 50_000, NS_A),
-    ]);
-    f.events("b", &[
-        ev(code::DEV_RX, 1, 100, t + 1_000_000, NS_B),
-        ev(code::SOCK_RX, 1, 100, t + 1_100_000, NS_B),
-    ]);
+    f.events(
+        "a",
+        &[
+            ev(code::DEV_TX, 1, 100, t.wrapping_add_signed(off), NS_A),
+            ev(
+                code::SOCK_TX,
+                1,
+                100,
+                t.wrapping_add_signed(off) - 50_000,
+                NS_A,
+            ),
+        ],
+    );
+    f.events(
+        "b",
+        &[
+            ev(code::DEV_RX, 1, 100, t + 1_000_000, NS_B),
+            ev(code::SOCK_RX, 1, 100, t + 1_100_000, NS_B),
+        ],
+    );
     let mut out = Vec::new();
     f.advance(t + 5_000_000_000, &mut |r| out.push(r), &mut |_| {});
     assert!(out.is_empty(), "nothing to report yet");
@@ -159,7 +182,9 @@ fn events_wait_for_the_first_clock_round_within_bounds() {
     // The wait is bounded: the oldest are dropped and counted.
     let mut f = fleet();
     f.hello(hello("a", 1));
-    let evs: Vec<StackEvent> = (0..1500).map(|i| ev(code::DEV_TX, i * 10, 10, 1, NS_A)).collect();
+    let evs: Vec<StackEvent> = (0..1500)
+        .map(|i| ev(code::DEV_TX, i * 10, 10, 1, NS_A))
+        .collect();
     f.events("a", &evs);
     let v = &f.agents()[0];
     assert_eq!(v.counters.unsynced_dropped, 500);
@@ -179,7 +204,10 @@ fn a_restarted_agent_is_measured_again_and_strangers_are_counted() {
     assert!(f.clock("a").is_none(), "a new instance is measured afresh");
     let v = &f.agents()[0];
     assert_eq!((v.counters.connects, v.counters.restarts), (3, 1));
-    assert_eq!(f.sync_targets(), vec![("a".to_owned(), "203.0.113.1:3190".to_owned())]);
+    assert_eq!(
+        f.sync_targets(),
+        vec![("a".to_owned(), "203.0.113.1:3190".to_owned())]
+    );
     f.events("nobody", &[ev(code::DEV_TX, 1, 1, 1, 1)]);
     assert_eq!(f.counters().events_unknown_agent, 1);
     for i in 0..20 {

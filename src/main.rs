@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod demo;
+mod manager;
 
 #[derive(Parser)]
 #[command(
@@ -33,6 +34,10 @@ enum Command {
     /// Where inside this host's kernel each TCP flow's time goes (T1…T8),
     /// for a duration or until Ctrl-C (root).
     Host(cmd::host::HostArgs),
+    /// Join the host agents' observations across hosts: clock sync with
+    /// XDP timing probes, T4 (the network) and T8 end to end (root for
+    /// manager.veth_xdp only).
+    Manager(cmd::manager::ManagerArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +49,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a),
         Command::CheckConfig(a) => cmd::check_config::run(a),
         Command::Host(a) => cmd::host::run(a),
+        Command::Manager(a) => cmd::manager::run(a),
     };
     match result {
         Ok(code) => code,

@@ -4,5 +4,6 @@ pub mod agent;
 pub mod check_config;
 pub mod demo;
 pub mod host;
+pub mod manager;
 pub mod pcap;
 pub mod run;

@@ -222,6 +222,9 @@ impl Report {
     }
 }
 
+/// The exposition text of the moment.
+pub type Render = Box<dyn Fn() -> String + Send>;
+
 /// The HTTP endpoint: a small blocking server on its own thread, one
 /// request per connection.
 pub struct PromServer {
@@ -240,12 +243,20 @@ impl PromServer {
     }
 
     pub fn start(listener: TcpListener, report: Arc<Mutex<Report>>) -> std::io::Result<Self> {
+        Self::start_with(
+            listener,
+            Box::new(move || report.lock().map(|r| r.render()).unwrap_or_default()),
+        )
+    }
+
+    /// Serves whatever `render` returns (`xdprobe manager`'s metrics).
+    pub fn start_with(listener: TcpListener, render: Render) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("xdprobe-metrics".into())
-            .spawn(move || serve(&listener, &report, &s))?;
+            .spawn(move || serve(&listener, &*render, &s))?;
         tracing::info!(%addr, "Prometheus metrics at http://{addr}/metrics");
         Ok(PromServer {
             addr,
@@ -264,7 +275,7 @@ impl Drop for PromServer {
     }
 }
 
-fn serve(l: &TcpListener, report: &Mutex<Report>, stop: &AtomicBool) {
+fn serve(l: &TcpListener, report: &dyn Fn() -> String, stop: &AtomicBool) {
     while !stop.load(Ordering::Acquire) {
         match l.accept() {
             Ok((conn, _)) => {
@@ -283,7 +294,7 @@ fn serve(l: &TcpListener, report: &Mutex<Report>, stop: &AtomicBool) {
     }
 }
 
-fn answer(mut conn: TcpStream, report: &Mutex<Report>) -> std::io::Result<()> {
+fn answer(mut conn: TcpStream, report: &dyn Fn() -> String) -> std::io::Result<()> {
     conn.set_nonblocking(false)?;
     conn.set_read_timeout(Some(Duration::from_secs(2)))?;
     conn.set_write_timeout(Some(Duration::from_secs(2)))?;
@@ -292,8 +303,7 @@ fn answer(mut conn: TcpStream, report: &Mutex<Report>) -> std::io::Result<()> {
     let req = buf.get(..n).unwrap_or(&[]);
     let ok = req.starts_with(b"GET /metrics ") || req.starts_with(b"GET /metrics?");
     let (status, body) = if ok {
-        let text = report.lock().map(|r| r.render()).unwrap_or_default();
-        ("200 OK", text)
+        ("200 OK", report())
     } else {
         ("404 Not Found", "try /metrics\n".to_owned())
     };

@@ -124,6 +124,14 @@ pub struct FleetCounters {
     pub reports: u64,
 }
 
+/// What the core hands out.
+pub enum FleetOut<'a> {
+    /// A flow direction's report.
+    Report(CrossReport),
+    /// One timed byte (for histograms), before the reports of the same turn.
+    Sample(&'a RawSample),
+}
+
 /// A view of one agent for logs, metrics and the JSON output.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AgentView {
@@ -329,24 +337,14 @@ impl Fleet {
 
     /// Resolves what can be at manager time `now_ns` and hands out the
     /// finished reports and the timed bytes (for histograms).
-    pub fn advance(
-        &mut self,
-        now_ns: u64,
-        out: &mut impl FnMut(CrossReport),
-        samples: &mut impl FnMut(&RawSample),
-    ) {
+    pub fn advance(&mut self, now_ns: u64, out: &mut impl FnMut(FleetOut<'_>)) {
         let mut done = Vec::new();
         self.matcher.advance(now_ns, &mut |r| done.push(r));
-        self.hand_out(done, out, samples);
+        self.hand_out(done, out);
     }
 
     /// Reports every flow (the manager stops).
-    pub fn finish(
-        &mut self,
-        now_ns: u64,
-        out: &mut impl FnMut(CrossReport),
-        samples: &mut impl FnMut(&RawSample),
-    ) {
+    pub fn finish(&mut self, now_ns: u64, out: &mut impl FnMut(FleetOut<'_>)) {
         // Agents that never got a clock: their events are matched as they
         // are (their T4/T8 are then meaningless, their own segments not).
         let names: Vec<String> = self
@@ -364,21 +362,16 @@ impl Fleet {
         }
         let mut done = Vec::new();
         self.matcher.finish(now_ns, &mut |r| done.push(r));
-        self.hand_out(done, out, samples);
+        self.hand_out(done, out);
     }
 
-    fn hand_out(
-        &mut self,
-        done: Vec<FlowReport>,
-        out: &mut impl FnMut(CrossReport),
-        samples: &mut impl FnMut(&RawSample),
-    ) {
+    fn hand_out(&mut self, done: Vec<FlowReport>, out: &mut impl FnMut(FleetOut<'_>)) {
         for s in self.matcher.take_samples() {
-            samples(&s);
+            out(FleetOut::Sample(&s));
         }
         for r in done {
             self.counters.reports += 1;
-            out(self.name(r));
+            out(FleetOut::Report(self.name(r)));
         }
     }
 }

@@ -104,10 +104,26 @@ fn program(ebpf: &mut Ebpf) -> Result<&mut Xdp, ResponderError> {
 impl Responder {
     /// Loads and attaches: native mode, else generic with a warning.
     pub fn start(opts: &ResponderOptions) -> Result<Responder, ResponderError> {
+        Self::start_with(opts, settings(opts))
+    }
+
+    /// The same program answering nothing: every frame passes. A veth
+    /// only delivers the frames its peer's XDP program sends back
+    /// (`XDP_TX`) when it runs an XDP program itself (the kernel's veth
+    /// driver kicks the receiving side's NAPI only then), so the manager
+    /// puts this on its end of a veth towards an agent.
+    pub fn pass_through(iface: &str) -> Result<Responder, ResponderError> {
+        let opts = ResponderOptions {
+            iface: iface.to_owned(),
+            ..ResponderOptions::default()
+        };
+        Self::start_with(&opts, SyncSettings::ZERO)
+    }
+
+    fn start_with(opts: &ResponderOptions, s: SyncSettings) -> Result<Responder, ResponderError> {
         if object::CLOCKSYNC.is_empty() {
             return Err(ResponderError::NotBuilt);
         }
-        let s = settings(opts);
         let mut ebpf = EbpfLoader::new()
             .override_global(names::SETTINGS, &s, true)
             .load(object::CLOCKSYNC)
@@ -133,7 +149,9 @@ impl Responder {
                 (l, XdpMode::Skb)
             }
         };
-        tracing::info!(iface = %opts.iface, port = opts.port, ?mode, "clock-sync responder attached");
+        if s.flags != 0 {
+            tracing::info!(iface = %opts.iface, port = opts.port, ?mode, "clock-sync responder attached");
+        }
         Ok(Responder {
             counters,
             link: Some(link),

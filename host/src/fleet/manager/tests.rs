@@ -97,8 +97,9 @@ fn run(off_a: i64, off_b: i64) -> Vec<CrossReport> {
     }
     let mut out = Vec::new();
     let mut samples = 0;
-    f.finish(t0 + 10_000_000_000, &mut |r| out.push(r), &mut |_| {
-        samples += 1
+    f.finish(t0 + 10_000_000_000, &mut |o| match o {
+        FleetOut::Report(r) => out.push(r),
+        FleetOut::Sample(_) => samples += 1,
     });
     assert_eq!(samples, 20);
     out
@@ -171,10 +172,18 @@ fn events_wait_for_the_first_clock_round_within_bounds() {
         ],
     );
     let mut out = Vec::new();
-    f.advance(t + 5_000_000_000, &mut |r| out.push(r), &mut |_| {});
+    f.advance(t + 5_000_000_000, &mut |o| {
+        if let FleetOut::Report(r) = o {
+            out.push(r)
+        }
+    });
     assert!(out.is_empty(), "nothing to report yet");
     f.estimate("a", round(t, off));
-    f.finish(t + 10_000_000_000, &mut |r| out.push(r), &mut |_| {});
+    f.finish(t + 10_000_000_000, &mut |o| {
+        if let FleetOut::Report(r) = o {
+            out.push(r)
+        }
+    });
     assert_eq!(out.len(), 1);
     assert_eq!(seg(&out[0], "T4"), 1000.0);
     assert_eq!(f.agents()[0].counters.events, 2);

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use mio::{Events, Poll, Token};
 use xdprobe_common::host::StackEvent;
 use xdprobe_exporter::{TcpChange, TcpOut};
@@ -58,6 +58,8 @@ struct Shared {
     events: AtomicU64,
     dropped_channel: AtomicU64,
     kernel_ringbuf_full: AtomicU64,
+    /// How long the thread may go on sending once told to stop, ms.
+    linger_ms: AtomicU64,
     /// The thread's counters, published every turn.
     snapshot: Mutex<AgentStats>,
 }
@@ -143,12 +145,11 @@ impl Forwarder {
 
     fn finish(&mut self, linger: Duration) {
         let Some(t) = self.thread.take() else { return };
-        // The deadline travels in the flag's timing: the thread checks it.
-        let deadline = Instant::now() + linger;
+        self.shared
+            .linger_ms
+            .store(linger.as_millis() as u64, Ordering::Relaxed);
         self.stop.store(true, Ordering::Release);
-        while !t.is_finished() && Instant::now() < deadline + Duration::from_millis(200) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        // The thread leaves by itself within `linger` and a tick.
         let _ = t.join();
     }
 }
@@ -183,7 +184,6 @@ impl State {
         let mut events = Events::with_capacity(16);
         let mut next_stats = Instant::now() + STATS_EVERY;
         let mut stop_at: Option<Instant> = None;
-        let linger = Duration::from_secs(2);
         loop {
             if let Err(e) = self.poll.poll(&mut events, Some(TICK))
                 && e.kind() != io::ErrorKind::Interrupted
@@ -205,6 +205,7 @@ impl State {
             self.pump(now);
             self.publish();
             if self.stop.load(Ordering::Acquire) {
+                let linger = Duration::from_millis(self.shared.linger_ms.load(Ordering::Relaxed));
                 let at = *stop_at.get_or_insert(now + linger);
                 let idle = self.queue.is_empty() && self.in_flight == 0;
                 if idle || now >= at || !self.tcp.is_up() {
@@ -222,28 +223,23 @@ impl State {
     }
 
     fn drain(&mut self, now: Instant) {
-        loop {
-            match self.rx.try_recv() {
-                Ok(ev) => {
-                    if self.queue.len() >= self.cap {
-                        self.queue.pop_front();
-                        self.stats.dropped_buffer += 1;
-                        if self
-                            .drop_logged
-                            .is_none_or(|t| now.duration_since(t) >= LOG_EVERY)
-                        {
-                            tracing::warn!(
-                                capacity = self.cap,
-                                dropped = self.stats.dropped_buffer,
-                                "manager stream: buffer full, dropping the oldest events"
-                            );
-                            self.drop_logged = Some(now);
-                        }
-                    }
-                    self.queue.push_back(ev);
+        while let Ok(ev) = self.rx.try_recv() {
+            if self.queue.len() >= self.cap {
+                self.queue.pop_front();
+                self.stats.dropped_buffer += 1;
+                if self
+                    .drop_logged
+                    .is_none_or(|t| now.duration_since(t) >= LOG_EVERY)
+                {
+                    tracing::warn!(
+                        capacity = self.cap,
+                        dropped = self.stats.dropped_buffer,
+                        "manager stream: buffer full, dropping the oldest events"
+                    );
+                    self.drop_logged = Some(now);
                 }
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
+            self.queue.push_back(ev);
         }
     }
 

@@ -126,8 +126,9 @@ pub struct FleetCounters {
 
 /// What the core hands out.
 pub enum FleetOut<'a> {
-    /// A flow direction's report.
-    Report(CrossReport),
+    /// A flow direction's report (boxed: a sample is handed out far more
+    /// often).
+    Report(Box<CrossReport>),
     /// One timed byte (for histograms), before the reports of the same turn.
     Sample(&'a RawSample),
 }
@@ -371,7 +372,7 @@ impl Fleet {
         }
         for r in done {
             self.counters.reports += 1;
-            out(FleetOut::Report(self.name(r)));
+            out(FleetOut::Report(Box::new(self.name(r))));
         }
     }
 }

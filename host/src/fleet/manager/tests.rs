@@ -98,7 +98,7 @@ fn run(off_a: i64, off_b: i64) -> Vec<CrossReport> {
     let mut out = Vec::new();
     let mut samples = 0;
     f.finish(t0 + 10_000_000_000, &mut |o| match o {
-        FleetOut::Report(r) => out.push(r),
+        FleetOut::Report(r) => out.push(*r),
         FleetOut::Sample(_) => samples += 1,
     });
     assert_eq!(samples, 20);
@@ -174,14 +174,14 @@ fn events_wait_for_the_first_clock_round_within_bounds() {
     let mut out = Vec::new();
     f.advance(t + 5_000_000_000, &mut |o| {
         if let FleetOut::Report(r) = o {
-            out.push(r)
+            out.push(*r)
         }
     });
     assert!(out.is_empty(), "nothing to report yet");
     f.estimate("a", round(t, off));
     f.finish(t + 10_000_000_000, &mut |o| {
         if let FleetOut::Report(r) = o {
-            out.push(r)
+            out.push(*r)
         }
     });
     assert_eq!(out.len(), 1);

@@ -120,10 +120,15 @@ fn clock_sync_recovers_injected_offsets_within_10us() {
     );
     check_rounds(&j, "a", 250_000_000, 30);
     check_rounds(&j, "b", -250_000_000, 30);
-    // The responders answered what the manager sent, nothing was refused.
+    // The responders answered what the manager sent.
     for l in [la, lb] {
         assert!(l.contains("clock probes answered: Some("), "{l}");
     }
+    assert_eq!(
+        crosshost_support::loaded_clocksync_programs(),
+        0,
+        "every responder and pass-through detached"
+    );
 }
 
 /// The one report of the flow (several if it was reported in parts: the
@@ -636,4 +641,6 @@ fn manager_down_30s_then_restarts_agents_buffer_count_and_reconnect() {
         let r = flow(&j, None, Some(port));
         assert!(r["complete"].as_u64().unwrap() > 100, "{r}");
     });
+    // The killed processes' programs went with them.
+    assert_eq!(crosshost_support::loaded_clocksync_programs(), 0);
 }

@@ -558,3 +558,22 @@ pub fn metric(text: &str, prefix: &str) -> f64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
 }
+
+/// The clock-sync programs loaded now (responders and the manager's
+/// pass-throughs; the kernel keeps 15 bytes of a program's name).
+pub fn loaded_clocksync_programs() -> usize {
+    let out = std::process::Command::new("bpftool")
+        .args(["prog", "show", "--json"])
+        .output()
+        .expect("bpftool");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(vec![]));
+    v.as_array().map_or(0, |a| {
+        a.iter()
+            .filter(|p| {
+                p["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("xdprobe_clock"))
+            })
+            .count()
+    })
+}

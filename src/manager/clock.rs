@@ -18,6 +18,15 @@ use xdprobe_host::sync::prober::{BurstConfig, Prober};
 /// Exchanges that vote when the intervals disagree.
 const KEEP: usize = 4;
 
+/// An agent to probe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub agent: String,
+    pub addr: SocketAddr,
+    /// The agent process: a new one (a restart) is probed at once.
+    pub instance: u64,
+}
+
 /// One round's outcome for one agent.
 pub struct Round {
     pub agent: String,
@@ -30,7 +39,7 @@ pub struct Round {
 }
 
 pub struct ClockThread {
-    targets: Sender<Vec<(String, SocketAddr)>>,
+    targets: Sender<Vec<Target>>,
     pub rounds: Receiver<Round>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -58,8 +67,8 @@ impl ClockThread {
         })
     }
 
-    /// The agents to probe from now on (name, responder address).
-    pub fn set_targets(&self, t: Vec<(String, SocketAddr)>) {
+    /// The agents to probe from now on.
+    pub fn set_targets(&self, t: Vec<Target>) {
         let _ = self.targets.send(t);
     }
 }
@@ -77,12 +86,12 @@ fn run(
     mut prober: Prober,
     interval: Duration,
     burst: BurstConfig,
-    targets: &Receiver<Vec<(String, SocketAddr)>>,
+    targets: &Receiver<Vec<Target>>,
     out: &Sender<Round>,
     stop: &AtomicBool,
 ) {
-    // Agent → (address, next round due).
-    let mut due: HashMap<String, (SocketAddr, Instant)> = HashMap::new();
+    // Agent → (target, next round due).
+    let mut due: HashMap<String, (Target, Instant)> = HashMap::new();
     while !stop.load(Ordering::Acquire) {
         let now = Instant::now();
         let next = due.values().map(|d| d.1).min();
@@ -93,14 +102,15 @@ fn run(
             .min(Duration::from_millis(100));
         match targets.recv_timeout(wait) {
             Ok(list) => {
-                let mut fresh: HashMap<String, (SocketAddr, Instant)> = HashMap::new();
-                for (agent, addr) in list {
-                    // Known and unmoved: keep its schedule; else probe now.
-                    let at = match due.get(&agent) {
-                        Some(&(a, at)) if a == addr => at,
+                let mut fresh: HashMap<String, (Target, Instant)> = HashMap::new();
+                for t in list {
+                    // The same process at the same address: keep its
+                    // schedule; else (new, moved, restarted) probe now.
+                    let at = match due.get(&t.agent) {
+                        Some((old, at)) if *old == t => *at,
                         _ => Instant::now(),
                     };
-                    fresh.insert(agent, (addr, at));
+                    fresh.insert(t.agent.clone(), (t, at));
                 }
                 due = fresh;
             }
@@ -111,7 +121,7 @@ fn run(
         let mut ready: Vec<(String, SocketAddr)> = due
             .iter()
             .filter(|(_, d)| d.1 <= now)
-            .map(|(a, d)| (a.clone(), d.0))
+            .map(|(a, d)| (a.clone(), d.0.addr))
             .collect();
         ready.sort();
         for (agent, target) in ready {

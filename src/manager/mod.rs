@@ -195,12 +195,16 @@ pub fn run(
 }
 
 /// Connected agents with a responder address that parses.
-fn targets(fleet: &Fleet) -> Vec<(String, SocketAddr)> {
+fn targets(fleet: &Fleet) -> Vec<clock::Target> {
     fleet
         .sync_targets()
         .into_iter()
-        .filter_map(|(a, s)| match s.parse::<SocketAddr>() {
-            Ok(t) => Some((a, t)),
+        .filter_map(|(a, s, instance)| match s.parse::<SocketAddr>() {
+            Ok(addr) => Some(clock::Target {
+                agent: a,
+                addr,
+                instance,
+            }),
             Err(_) => {
                 tracing::warn!(agent = %a, sync = %s, "the agent's clock-sync address does not parse");
                 None

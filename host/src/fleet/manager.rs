@@ -181,6 +181,9 @@ impl Fleet {
             if a.hello.instance != h.instance {
                 a.counters.restarts += 1;
                 a.clock = ClockModel::default();
+                // The old instance's clock never got measured: its
+                // waiting events cannot be placed any more.
+                a.counters.unsynced_dropped += a.unsynced.len() as u64;
                 a.unsynced.clear();
             }
             a.hello = h;
@@ -281,13 +284,14 @@ impl Fleet {
         self.agents.get(agent)?.clock.state()
     }
 
-    /// The clock-sync targets of the connected agents: (agent, `IP:PORT`).
-    pub fn sync_targets(&self) -> Vec<(String, String)> {
-        let mut v: Vec<(String, String)> = self
+    /// The clock-sync targets of the connected agents: (agent, `IP:PORT`,
+    /// instance — a new instance needs a round at once).
+    pub fn sync_targets(&self) -> Vec<(String, String, u64)> {
+        let mut v: Vec<(String, String, u64)> = self
             .agents
             .iter()
             .filter(|(_, a)| a.connected)
-            .filter_map(|(n, a)| Some((n.clone(), a.hello.sync.clone()?)))
+            .filter_map(|(n, a)| Some((n.clone(), a.hello.sync.clone()?, a.hello.instance)))
             .collect();
         v.sort();
         v

@@ -215,7 +215,7 @@ fn a_restarted_agent_is_measured_again_and_strangers_are_counted() {
     assert_eq!((v.counters.connects, v.counters.restarts), (3, 1));
     assert_eq!(
         f.sync_targets(),
-        vec![("a".to_owned(), "203.0.113.1:3190".to_owned())]
+        vec![("a".to_owned(), "203.0.113.1:3190".to_owned(), 9)]
     );
     f.events("nobody", &[ev(code::DEV_TX, 1, 1, 1, 1)]);
     assert_eq!(f.counters().events_unknown_agent, 1);

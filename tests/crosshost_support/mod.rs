@@ -538,6 +538,15 @@ pub fn reports(j: &[Value], sport: Option<u16>, dport: Option<u16>) -> Vec<&Valu
         .collect()
 }
 
+/// The one report of the flow (several if it was reported in parts: the
+/// one that timed most).
+pub fn flow(j: &[Value], sport: Option<u16>, dport: Option<u16>) -> &Value {
+    let r = reports(j, sport, dport);
+    r.into_iter()
+        .max_by_key(|v| v["complete"].as_u64().unwrap_or(0))
+        .unwrap_or_else(|| panic!("no report for {sport:?} -> {dport:?}: {j:#?}"))
+}
+
 /// GET /metrics from inside `ns`.
 pub fn scrape(ns: &NetNs, addr: &str) -> String {
     let out = ns.exec(&[

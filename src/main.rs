@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod demo;
+mod manager;
 
 #[derive(Parser)]
 #[command(
@@ -39,6 +40,10 @@ enum Command {
     /// Where a packet spends its time inside this kernel: tracepoints each
     /// packet of a flow passes, per-step latency, an echo mode (root).
     Trace(cmd::trace::TraceArgs),
+    /// Join the host agents' observations across hosts: clock sync with
+    /// XDP timing probes, T4 (the network) and T8 end to end (root for
+    /// manager.veth_xdp only).
+    Manager(cmd::manager::ManagerArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +57,7 @@ fn main() -> ExitCode {
         Command::Host(a) => cmd::host::run(a),
         Command::Connlat(a) => cmd::connlat::run(a),
         Command::Trace(a) => cmd::trace::run(a),
+        Command::Manager(a) => cmd::manager::run(a),
     };
     match result {
         Ok(code) => code,

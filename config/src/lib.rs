@@ -26,7 +26,8 @@ pub use error::{ConfigError, ConfigErrors, Location, Problem};
 pub use prefix::{Prefix, PrefixError};
 pub use settings::{
     Config, ExportSettings, Filter, FlowSettings, HOST_LAYERS, HostSettings, Interface,
-    MetricsSettings, Mode, ProbeSettings, QueueBinding, XdpMode, XskBind,
+    ManagerConfig, ManagerSettings, MetricsSettings, Mode, ProbeSettings, QueueBinding, XdpMode,
+    XskBind,
 };
 
 /// Most prefixes `[filter] prefixes` may hold (sizes the XDP LPM maps).
@@ -90,4 +91,26 @@ pub fn parse_with(
         source_name: source_name.to_owned(),
         errors,
     })
+}
+
+/// Reads and validates a manager's config file (`xdprobe manager -c`):
+/// `[manager]`, `[export]`, `[metrics]`; other sections are checked if
+/// present but not required.
+pub fn load_manager(path: impl AsRef<Path>) -> Result<ManagerConfig, ConfigErrors> {
+    let path = path.as_ref();
+    let source_name = path.display().to_string();
+    let env = Environment::detect();
+    match std::fs::read_to_string(path) {
+        Ok(text) => validate::manager_from_text(&text, &env).map_err(|errors| ConfigErrors {
+            source_name,
+            errors,
+        }),
+        Err(source) => Err(ConfigErrors {
+            source_name,
+            errors: vec![ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            }],
+        }),
+    }
 }

@@ -22,6 +22,7 @@ pub struct RawConfig {
     pub export: Option<RawExport>,
     pub metrics: Option<RawMetrics>,
     pub host: Option<RawHost>,
+    pub manager: Option<S<RawManager>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -139,4 +140,24 @@ pub struct RawHostFilter {
     pub pids: Vec<S<i64>>,
     #[serde(default)]
     pub cgroups: Vec<S<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawManager {
+    pub listen: Option<S<String>>,
+    pub sample_bytes: Option<S<i64>>,
+    pub sync_interval: Option<S<toml::Value>>,
+    pub sync_probes: Option<S<i64>>,
+    pub sync_timeout: Option<S<toml::Value>>,
+    pub hold: Option<S<toml::Value>>,
+    pub idle_timeout: Option<S<toml::Value>>,
+    pub report_interval: Option<S<toml::Value>>,
+    pub json: Option<S<String>>,
+    pub plot: Option<S<String>>,
+    pub wire_records: Option<S<String>>,
+    #[serde(default)]
+    pub veth_xdp: Vec<S<String>>,
+    pub max_agents: Option<S<i64>>,
+    pub unsynced_events: Option<S<i64>>,
 }

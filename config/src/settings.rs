@@ -21,6 +21,8 @@ pub struct Config {
     pub export: ExportSettings,
     pub metrics: MetricsSettings,
     pub host: HostSettings,
+    /// `[manager]`, read by `xdprobe manager` (the daemon ignores it).
+    pub manager: Option<ManagerSettings>,
 }
 
 impl Config {
@@ -279,5 +281,74 @@ impl HostSettings {
     /// Whether any host probe runs.
     pub fn any(&self) -> bool {
         self.stack || self.connlat
+    }
+}
+/// What `xdprobe manager -c FILE` reads: its own section, and the export
+/// and metrics sections it shares with the probe. `[[interface]]` is not
+/// required in a manager's file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagerConfig {
+    pub manager: ManagerSettings,
+    pub export: ExportSettings,
+    pub metrics: MetricsSettings,
+}
+
+/// `[manager]`: the cross-host manager (`docs/host-crosshost.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagerSettings {
+    /// Where agents connect (TCP). Default 0.0.0.0:7460.
+    pub listen: SocketAddr,
+    /// The sampling grid the agents use (their `--sample-bytes`), stream
+    /// bytes; 0: unsampled. Default 72400.
+    pub sample_bytes: u32,
+    /// Clock-sync rounds per agent this often. 100 ms ..= 24 h. Default 64 s.
+    pub sync_interval: Duration,
+    /// Probes per round. 1 ..= 1024. Default 16.
+    pub sync_probes: u32,
+    /// A probe without reply for this long is lost. 1 ms ..= 10 s. Default 50 ms.
+    pub sync_timeout: Duration,
+    /// How long a timed byte waits for the layers of the other host.
+    /// 10 ms ..= 60 s. Default 2 s.
+    pub hold: Duration,
+    /// A flow without events for this long is reported and forgotten.
+    /// 1 s ..= 24 h. Default 30 s.
+    pub idle_timeout: Duration,
+    /// Report long-lived flows this often; `None` (0s, default): when they end.
+    pub report_interval: Option<Duration>,
+    /// JSON lines of flow reports and clock rounds. Default: none.
+    pub json: Option<std::path::PathBuf>,
+    /// Stacked-bar SVG of the flows, redrawn as reports come. Default: none.
+    pub plot: Option<std::path::PathBuf>,
+    /// The wire probe's JSON records (`xdprobe run`/`pcap` JSON lines),
+    /// followed as it grows, joined to the host reports by flow key.
+    pub wire_records: Option<std::path::PathBuf>,
+    /// veth interfaces towards agents that get a pass-through XDP program
+    /// (a veth only delivers what its peer's XDP sends back when it has
+    /// one itself). Default: none.
+    pub veth_xdp: Vec<String>,
+    /// Agents remembered at most. Default 4096.
+    pub max_agents: usize,
+    /// Events held per agent until its clock is measured. Default 262144.
+    pub unsynced_events: usize,
+}
+
+impl Default for ManagerSettings {
+    fn default() -> Self {
+        ManagerSettings {
+            listen: SocketAddr::from(([0, 0, 0, 0], 7460)),
+            sample_bytes: 72_400,
+            sync_interval: Duration::from_secs(64),
+            sync_probes: 16,
+            sync_timeout: Duration::from_millis(50),
+            hold: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(30),
+            report_interval: None,
+            json: None,
+            plot: None,
+            wire_records: None,
+            veth_xdp: Vec::new(),
+            max_agents: 4096,
+            unsynced_events: 262_144,
+        }
     }
 }

@@ -512,3 +512,116 @@ pub const NPM_ELEMENTS: &[NpmElement] = &[
         "Index of this record within its flow (active-timeout reports)",
     ),
 ];
+
+/// Host stack-layer elements (block 1200–1299, under the configured PEN),
+/// sent by `xdprobe manager` in its host-stack records: per segment `Tk`
+/// (k = 1…8) five statistics at `1200 + 10·(k − 1) + stat` (stat 1…5;
+/// every segment of a record has [`host::COMPLETE`] samples, so no count
+/// per segment), then the record-wide elements from 1280. 55 fields in
+/// all: under the 60 that Wireshark decodes by default. Durations are nanoseconds (host
+/// segments are often a few µs), unsigned32, saturating at 4294967294;
+/// [`NOT_MEASURED`] when the segment has no sample. A segment merged over
+/// a layer without a hook (`T4+T5`) is sent under its first part and sets
+/// bit 3 of [`host::FLAGS`].
+pub mod host {
+    /// Element ID of statistic `stat` of segment `Tk`, k in 1..=8.
+    pub const fn segment(k: u8, stat: Stat) -> u16 {
+        1200 + 10 * (k as u16 - 1) + stat as u16
+    }
+
+    /// The five statistics of a segment.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Stat {
+        Min = 1,
+        Mean = 2,
+        P50 = 3,
+        P99 = 4,
+        Max = 5,
+    }
+
+    impl Stat {
+        pub const ALL: [Stat; 5] = [Stat::Min, Stat::Mean, Stat::P50, Stat::P99, Stat::Max];
+
+        pub fn name(self) -> &'static str {
+            match self {
+                Stat::Min => "MinNanoseconds",
+                Stat::Mean => "MeanNanoseconds",
+                Stat::P50 => "P50Nanoseconds",
+                Stat::P99 => "P99Nanoseconds",
+                Stat::Max => "MaxNanoseconds",
+            }
+        }
+    }
+
+    /// unsigned32: timed bytes that every layer saw (each segment's
+    /// sample count; T8's when both socket layers are here).
+    pub const COMPLETE: u16 = 1280;
+    /// unsigned32: timed bytes some layer missed (retransmitted, lost).
+    pub const INCOMPLETE: u16 = 1281;
+    /// unsigned32 ns: half-width of the range the two hosts' clock
+    /// alignment may have moved T4/T8 by (0 on one host).
+    pub const CLOCK_UNCERTAINTY: u16 = 1282;
+    /// unsigned8: bit 0 sender seen, bit 1 receiver seen, bit 2 the ends
+    /// are on different hosts, bit 3 a segment is merged.
+    pub const FLAGS: u16 = 1283;
+    /// string: the sender's and the receiver's agent names.
+    pub const SENDER_AGENT: u16 = 1290;
+    pub const RECEIVER_AGENT: u16 = 1291;
+
+    /// Name, abstract data type and description of every element, in
+    /// template order (for `docs/host-crosshost.md` and collector files).
+    pub fn elements() -> Vec<(u16, String, &'static str, String)> {
+        let mut v = Vec::new();
+        for k in 1..=8u8 {
+            for s in Stat::ALL {
+                let what = format!(
+                    "{} ns",
+                    s.name().trim_end_matches("Nanoseconds").to_lowercase()
+                );
+                v.push((
+                    segment(k, s),
+                    format!("hostT{k}{}", s.name()),
+                    "unsigned32",
+                    format!("segment T{k}: {what}"),
+                ));
+            }
+        }
+        v.push((
+            COMPLETE,
+            "hostTimedComplete".into(),
+            "unsigned32",
+            "bytes timed at every layer".into(),
+        ));
+        v.push((
+            INCOMPLETE,
+            "hostTimedIncomplete".into(),
+            "unsigned32",
+            "bytes some layer did not time".into(),
+        ));
+        v.push((
+            CLOCK_UNCERTAINTY,
+            "hostClockUncertaintyNanoseconds".into(),
+            "unsigned32",
+            "clock alignment bound on T4/T8".into(),
+        ));
+        v.push((
+            FLAGS,
+            "hostRecordFlags".into(),
+            "unsigned8",
+            "1 sender, 2 receiver, 4 two hosts, 8 merged segment".into(),
+        ));
+        v.push((
+            SENDER_AGENT,
+            "hostSenderAgent".into(),
+            "string",
+            "the sender's agent".into(),
+        ));
+        v.push((
+            RECEIVER_AGENT,
+            "hostReceiverAgent".into(),
+            "string",
+            "the receiver's agent".into(),
+        ));
+        v
+    }
+}

@@ -40,6 +40,9 @@ pub use collector::{CollectorSpec, Target};
 pub use exporter::{Exporter, Full, RecordSender};
 pub use stats::{CollectorStats, ExportStats, ProbeCounters};
 pub use template::{Format, Mode, Profile};
+/// The reconnecting non-blocking TCP transport, for other streams that
+/// want the same discipline (the host agents' stream to their manager).
+pub use transport::tcp::{Change as TcpChange, TcpOut};
 
 /// Everything the exporter needs; `Default` gives working values.
 #[derive(Clone, Debug)]

@@ -8,3 +8,5 @@ pub static STACKLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR")
 pub static CONNLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/connlat"));
 /// Kernel packet path tracer (`host-prog/src/bin/pathtrace.rs`).
 pub static PATHTRACE: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/pathtrace"));
+/// Clock-sync XDP responder (`host-prog/src/bin/clocksync.rs`).
+pub static CLOCKSYNC: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/clocksync"));

@@ -79,6 +79,8 @@ pub struct HostArgs {
     /// Print the kernel and matcher counters at the end.
     #[arg(long)]
     pub stats: bool,
+    #[command(flatten)]
+    pub agent: super::agent::AgentArgs,
 }
 
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -165,7 +167,7 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let mut mc = xdprobe_host::scope::matcher_config(&host, &opts, attached);
+    let mut mc = xdprobe_host::scope::matcher_config(&host, &opts, attached.clone());
     mc.raw_samples = a.samples.is_some();
     // A one-off run reports flows when they end unless asked otherwise.
     mc.report_ns = a.interval.map_or(0, |d| d.as_nanos() as u64);
@@ -217,8 +219,28 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
             }
         }
     };
-    let stats = agent::run(&mut probe, &mut matcher, a.duration, &stop, &mut on_output);
+    let mut side = match super::agent::AgentSide::start(&a.agent, opts.sample_bytes, &attached) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("xdprobe host: {e:#}");
+            return Ok(ExitCode::from(EXIT_SETUP));
+        }
+    };
+    let stats = match side.as_mut() {
+        Some(tap) => agent::run_with(
+            &mut probe,
+            &mut matcher,
+            a.duration,
+            &stop,
+            &mut on_output,
+            tap,
+        ),
+        None => agent::run(&mut probe, &mut matcher, a.duration, &stop, &mut on_output),
+    };
     drop(probe); // detach before printing
+    if let Some(s) = side {
+        s.finish(a.stats);
+    }
     if let Some(mut w) = json {
         w.flush().context("writing the JSON reports")?;
     }

@@ -1,9 +1,11 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod check_config;
 pub mod connlat;
 pub mod demo;
 pub mod host;
+pub mod manager;
 pub mod pcap;
 pub mod run;
 pub mod trace;

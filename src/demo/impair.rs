@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use super::bridge::{Bridge, DirCounters, Impair, Leg};
+use xdprobe::bridge::{Bridge, DirCounters, Impair, Leg};
 
 #[derive(clap::Args, Debug)]
 pub struct BridgeArgs {

@@ -8,9 +8,11 @@
 //! The `user` feature adds `aya::Pod` impls; the eBPF build leaves it off.
 //!
 //! [`host`] holds the types of the host-side tracing programs, [`trace`]
-//! those of the kernel packet path tracer.
+//! those of the kernel packet path tracer, [`sync`] those of the clock-sync
+//! responder.
 
 pub mod host;
+pub mod sync;
 pub mod trace;
 
 /// Names of the maps and globals in the XDP object. Both sides use these
@@ -159,6 +161,10 @@ mod pod {
     unsafe impl aya::Pod for super::host::ConnEvent {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::host::ConnCounters {}
+    // SAFETY: as above (sizes asserted in `sync`).
+    unsafe impl aya::Pod for super::sync::SyncSettings {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::sync::SyncCounters {}
 }
 
 const _: () = assert!(core::mem::size_of::<XdpCounters>() == 6 * 8);

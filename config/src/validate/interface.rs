@@ -10,7 +10,7 @@ use crate::raw::{RawInterface, S};
 use crate::settings::{Interface, QueueBinding, XdpMode, XskBind};
 
 /// Interface names the kernel would accept (IFNAMSIZ is 16 with the NUL).
-fn valid_ifname(name: &str) -> bool {
+pub(super) fn valid_ifname(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 15
         && name != "."

@@ -6,6 +6,7 @@
 mod collector;
 mod host;
 mod interface;
+mod manager;
 mod sections;
 #[cfg(test)]
 mod tests;
@@ -21,11 +22,22 @@ use crate::raw::{RawConfig, S};
 use crate::settings::Config;
 
 pub use collector::check_collector;
+pub use manager::manager_from_text;
 
 /// Parses and validates `text`; on failure returns every error found, in
 /// file order. Syntax and shape errors (bad TOML, unknown key, wrong type)
 /// stop deserialisation, so at most one of those is reported.
 pub fn from_text(text: &str, env: &Environment) -> Result<Config, Vec<ConfigError>> {
+    let (raw, mut v) = parse_raw(text, env)?;
+    let config = v.config(raw);
+    v.finish(config)
+}
+
+/// Stage one, and the validator for stage two.
+fn parse_raw<'a>(
+    text: &'a str,
+    env: &'a Environment,
+) -> Result<(RawConfig, Validator<'a>), Vec<ConfigError>> {
     if let Err(e) = toml_edit::ImDocument::parse(text) {
         let at = Location::of_offset(text, e.span().map_or(0, |s| s.start));
         return Err(vec![ConfigError::Syntax {
@@ -44,23 +56,16 @@ pub fn from_text(text: &str, env: &Environment) -> Result<Config, Vec<ConfigErro
             }]);
         }
     };
-    let mut v = Validator {
-        text,
-        lines: LineIndex::new(text),
-        env,
-        errors: Vec::new(),
-        not_shown: 0,
-    };
-    let config = v.config(raw);
-    if v.errors.is_empty() {
-        Ok(config)
-    } else {
-        v.errors.sort_by_key(|e| e.location());
-        if v.not_shown > 0 {
-            v.errors.push(ConfigError::More { more: v.not_shown });
-        }
-        Err(v.errors)
-    }
+    Ok((
+        raw,
+        Validator {
+            text,
+            lines: LineIndex::new(text),
+            env,
+            errors: Vec::new(),
+            not_shown: 0,
+        },
+    ))
 }
 
 /// Problems listed per file; beyond it they are only counted, so a
@@ -109,6 +114,21 @@ pub(crate) struct DurationRule {
 }
 
 impl Validator<'_> {
+    /// The result: `value`, or every error found, in file order.
+    fn finish<T>(mut self, value: T) -> Result<T, Vec<ConfigError>> {
+        if self.errors.is_empty() {
+            Ok(value)
+        } else {
+            self.errors.sort_by_key(|e| e.location());
+            if self.not_shown > 0 {
+                self.errors.push(ConfigError::More {
+                    more: self.not_shown,
+                });
+            }
+            Err(self.errors)
+        }
+    }
+
     pub(crate) fn at(&self, span: Range<usize>) -> Location {
         self.lines.locate(self.text, span.start)
     }
@@ -259,6 +279,7 @@ impl Validator<'_> {
         let filter = self.filter(raw.filter.unwrap_or_default());
         let export = self.export(raw.export.unwrap_or_default());
         let metrics = self.metrics(raw.metrics.unwrap_or_default());
+        let manager = raw.manager.map(|m| self.manager(m.into_inner()));
         Config {
             probe,
             interfaces,
@@ -267,6 +288,7 @@ impl Validator<'_> {
             export,
             metrics,
             host,
+            manager,
         }
     }
 }

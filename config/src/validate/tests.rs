@@ -569,6 +569,15 @@ fn deploy_example_states_the_defaults() {
     assert_eq!(iface.queues.len(), 2);
     iface.queues.truncate(1);
     assert_eq!(iface, defaults.interfaces[0]);
+    // [manager] states its defaults too, and the manager reads the file.
+    assert_eq!(defaults.manager, None);
+    assert_eq!(
+        example.manager,
+        Some(crate::settings::ManagerSettings::default())
+    );
+    let m = manager_from_text(DEPLOY_EXAMPLE, &env()).expect("a manager reads it");
+    assert_eq!(m.manager, crate::settings::ManagerSettings::default());
+    assert_eq!(m.export, example.export);
 }
 
 /// The loader runs on operator-written files: no input may panic it. Every

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use xdprobe_common::host::StackCounters;
+use xdprobe_common::host::{StackCounters, StackEvent};
 
 use crate::stack::matcher::{FlowReport, MatchCounters, Matcher, RawSample};
 use crate::stack::probe::StackProbe;
@@ -70,6 +70,19 @@ pub enum Output {
     Samples(Vec<RawSample>),
 }
 
+/// Sees every event the loop drains, beside the matcher (the stream to a
+/// manager), and the kernel's counters now and then.
+pub trait Tap {
+    fn event(&mut self, ev: &StackEvent);
+    fn tick(&mut self, _kernel: &StackCounters) {}
+}
+
+struct NoTap;
+
+impl Tap for NoTap {
+    fn event(&mut self, _: &StackEvent) {}
+}
+
 /// Runs until `stop` is set or `duration` passes, handing every report to
 /// `out`; reports every flow still open at the end.
 pub fn run(
@@ -78,6 +91,18 @@ pub fn run(
     duration: Option<Duration>,
     stop: &Arc<AtomicBool>,
     out: &mut dyn FnMut(Output),
+) -> RunStats {
+    run_with(probe, matcher, duration, stop, out, &mut NoTap)
+}
+
+/// [`run`], with every event also handed to `tap`.
+pub fn run_with(
+    probe: &mut StackProbe,
+    matcher: &mut Matcher,
+    duration: Option<Duration>,
+    stop: &Arc<AtomicBool>,
+    out: &mut dyn FnMut(Output),
+    tap: &mut dyn Tap,
 ) -> RunStats {
     let started = Instant::now();
     let mut reports = 0u64;
@@ -92,8 +117,12 @@ pub fn run(
         if stop.load(Ordering::Relaxed) || deadline_hit {
             break;
         }
-        let n = probe.drain(|ev| matcher.on_event(ev));
+        let n = probe.drain(|ev| {
+            matcher.on_event(ev);
+            tap.event(ev);
+        });
         if last_advance.elapsed() >= Duration::from_millis(50) {
+            tap.tick(&probe.counters());
             matcher.advance(monotonic_ns(), &mut |r| emit(r, out));
             let raw = matcher.take_samples();
             if !raw.is_empty() {
@@ -110,7 +139,11 @@ pub fn run(
         }
     }
     // Late events of the last moments, then everything still open.
-    probe.drain(|ev| matcher.on_event(ev));
+    probe.drain(|ev| {
+        matcher.on_event(ev);
+        tap.event(ev);
+    });
+    tap.tick(&probe.counters());
     matcher.finish(monotonic_ns(), &mut |r| emit(r, out));
     let raw = matcher.take_samples();
     if !raw.is_empty() {

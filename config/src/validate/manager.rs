@@ -1,0 +1,240 @@
+//! `[manager]`, and the whole file as `xdprobe manager -c` reads it.
+//! Defaults are the `default:` values below (and `ManagerSettings::default`,
+//! which a test keeps equal); `deploy/probe.toml` states them.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::interface::valid_ifname;
+use super::{DurationRule, IntRule, Validator, parse_raw};
+use crate::env::Environment;
+use crate::error::{ConfigError, Problem};
+use crate::raw::{RawManager, S};
+use crate::settings::{ManagerConfig, ManagerSettings};
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// A manager's file: `[manager]` (defaults if absent), `[export]`,
+/// `[metrics]`; other sections are checked when present, `[[interface]]`
+/// is not required.
+pub fn manager_from_text(text: &str, env: &Environment) -> Result<ManagerConfig, Vec<ConfigError>> {
+    let (raw, mut v) = parse_raw(text, env)?;
+    if let Some(p) = raw.probe {
+        v.probe(p);
+    }
+    if !raw.interface.is_empty() {
+        v.interfaces(&raw.interface);
+    }
+    if let Some(f) = raw.flow {
+        v.flow(f);
+    }
+    if let Some(f) = raw.filter {
+        v.filter(f);
+    }
+    let export = v.export(raw.export.unwrap_or_default());
+    let metrics = v.metrics(raw.metrics.unwrap_or_default());
+    let manager = v.manager(raw.manager.map(S::into_inner).unwrap_or_default());
+    v.finish(ManagerConfig {
+        manager,
+        export,
+        metrics,
+    })
+}
+
+fn count(name: &'static str, default: i64, min: i64, max: i64) -> IntRule {
+    IntRule {
+        name,
+        default,
+        min,
+        max,
+        power_of_two: false,
+    }
+}
+
+fn span(name: &'static str, default: Duration, min: Duration, max: Duration) -> DurationRule {
+    DurationRule {
+        name,
+        default,
+        min,
+        max,
+    }
+}
+
+impl Validator<'_> {
+    fn path(&mut self, key: &str, v: Option<&S<String>>) -> Option<PathBuf> {
+        let v = v?;
+        if v.get_ref().trim().is_empty() {
+            self.invalid(key, v.span(), Problem::Missing("a file path"));
+            return None;
+        }
+        Some(PathBuf::from(v.get_ref()))
+    }
+
+    pub(super) fn manager(&mut self, raw: RawManager) -> ManagerSettings {
+        let d = ManagerSettings::default();
+        let listen = match &raw.listen {
+            None => d.listen,
+            Some(l) => l.get_ref().parse::<SocketAddr>().unwrap_or_else(|_| {
+                self.invalid(
+                    "manager.listen",
+                    l.span(),
+                    Problem::SocketAddr(l.get_ref().clone()),
+                );
+                d.listen
+            }),
+        };
+        let sample_bytes = self.int(
+            "manager.sample_bytes",
+            raw.sample_bytes.as_ref(),
+            count("sample_bytes", 72_400, 0, 1 << 30),
+        );
+        let sync_interval = self.duration(
+            "manager.sync_interval",
+            raw.sync_interval.as_ref(),
+            span(
+                "sync_interval",
+                Duration::from_secs(64),
+                Duration::from_millis(100),
+                DAY,
+            ),
+        );
+        let sync_probes = self.int(
+            "manager.sync_probes",
+            raw.sync_probes.as_ref(),
+            count("sync_probes", 16, 1, 1024),
+        );
+        let sync_timeout = self.duration(
+            "manager.sync_timeout",
+            raw.sync_timeout.as_ref(),
+            span(
+                "sync_timeout",
+                Duration::from_millis(50),
+                Duration::from_millis(1),
+                Duration::from_secs(10),
+            ),
+        );
+        let hold = self.duration(
+            "manager.hold",
+            raw.hold.as_ref(),
+            span(
+                "hold",
+                Duration::from_secs(2),
+                Duration::from_millis(10),
+                Duration::from_secs(60),
+            ),
+        );
+        let idle_timeout = self.duration(
+            "manager.idle_timeout",
+            raw.idle_timeout.as_ref(),
+            span(
+                "idle_timeout",
+                Duration::from_secs(30),
+                Duration::from_secs(1),
+                DAY,
+            ),
+        );
+        let report_interval = self.duration(
+            "manager.report_interval",
+            raw.report_interval.as_ref(),
+            span("report_interval", Duration::ZERO, Duration::ZERO, DAY),
+        );
+        let json = self.path("manager.json", raw.json.as_ref());
+        let plot = self.path("manager.plot", raw.plot.as_ref());
+        let wire_records = self.path("manager.wire_records", raw.wire_records.as_ref());
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut veth_xdp = Vec::new();
+        for (i, n) in raw.veth_xdp.iter().enumerate() {
+            let key = format!("manager.veth_xdp[{i}]");
+            if !valid_ifname(n.get_ref()) {
+                self.invalid(key, n.span(), Problem::InterfaceName(n.get_ref().clone()));
+                continue;
+            }
+            let line = self.line_of(n.span());
+            if let Some(first_line) = seen.insert(n.get_ref().clone(), line) {
+                let what = format!("interface {:?}", n.get_ref());
+                self.invalid(key, n.span(), Problem::Duplicate { what, first_line });
+                continue;
+            }
+            veth_xdp.push(n.get_ref().clone());
+        }
+        let max_agents = self.int(
+            "manager.max_agents",
+            raw.max_agents.as_ref(),
+            count("max_agents", 4096, 1, 1 << 20),
+        );
+        let unsynced_events = self.int(
+            "manager.unsynced_events",
+            raw.unsynced_events.as_ref(),
+            count("unsynced_events", 262_144, 0, 1 << 26),
+        );
+        ManagerSettings {
+            listen,
+            sample_bytes: u32::try_from(sample_bytes).unwrap_or(d.sample_bytes),
+            sync_interval,
+            sync_probes: u32::try_from(sync_probes).unwrap_or(d.sync_probes),
+            sync_timeout,
+            hold,
+            idle_timeout,
+            report_interval: (!report_interval.is_zero()).then_some(report_interval),
+            json,
+            plot,
+            wire_records,
+            veth_xdp,
+            max_agents: usize::try_from(max_agents).unwrap_or(d.max_agents),
+            unsynced_events: usize::try_from(unsynced_events).unwrap_or(d.unsynced_events),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> Environment {
+        Environment::with_cores(2)
+    }
+
+    #[test]
+    fn an_empty_file_is_a_manager_with_every_default() {
+        let c = manager_from_text("", &env()).unwrap();
+        assert_eq!(c.manager, ManagerSettings::default());
+        assert!(c.export.collectors.is_empty());
+    }
+
+    #[test]
+    fn keys_are_read_and_checked_with_their_line() {
+        let c = manager_from_text(
+            "[manager]\nlisten = \"[2001:db8::fe]:7000\"\nsync_interval = \"1s\"\nsample_bytes = 0\nreport_interval = \"10s\"\njson = \"/tmp/m.jsonl\"\nveth_xdp = [\"ma\", \"mb\"]\n[export]\ncollectors = [\"udp://127.0.0.1:4739\"]\n",
+            &env(),
+        )
+        .unwrap();
+        let m = &c.manager;
+        assert_eq!(m.listen, "[2001:db8::fe]:7000".parse().unwrap());
+        assert_eq!(m.sync_interval, Duration::from_secs(1));
+        assert_eq!(m.sample_bytes, 0);
+        assert_eq!(m.report_interval, Some(Duration::from_secs(10)));
+        assert_eq!(m.json, Some(PathBuf::from("/tmp/m.jsonl")));
+        assert_eq!(m.veth_xdp, ["ma", "mb"]);
+        assert_eq!(c.export.collectors, ["udp://127.0.0.1:4739"]);
+
+        let e = manager_from_text(
+            "[manager]\nsync_interval = \"10ms\"\nveth_xdp = [\"a\", \"a\"]\nsync_probes = 0\nlisten = \"nowhere\"\n",
+            &env(),
+        )
+        .unwrap_err();
+        let keys: Vec<_> = e.iter().map(|e| (e.key(), e.line())).collect();
+        assert_eq!(
+            keys,
+            [
+                (Some("manager.sync_interval"), Some(2)),
+                (Some("manager.veth_xdp[1]"), Some(3)),
+                (Some("manager.sync_probes"), Some(4)),
+                (Some("manager.listen"), Some(5)),
+            ]
+        );
+        let e = manager_from_text("[manager]\nsync_intervall = \"1s\"\n", &env()).unwrap_err();
+        assert!(e[0].message().contains("unknown field"), "{}", e[0]);
+    }
+}

@@ -1,0 +1,590 @@
+//! Helpers for the cross-host tests: two "hosts" (namespaces A and B, each
+//! watched by its own agent, which sees only its namespace), a manager
+//! namespace M on a management network with both, and a middle namespace
+//! R on the data path: a Linux bridge, or the project's impairing bridge
+//! with a fixed one-way delay. Everything runs as the real binary.
+//!
+//! ```text
+//!   A ─am──────┐                 ┌──────bm─ B      management 203.0.113.0/24,
+//!              mbr (M) manager ──┘                 2001:db8:ff::/64
+//!   A ─a0── ra (R) rb ──b0─ B                      data 198.51.100.0/24,
+//!                                                  2001:db8:1::/64
+//! ```
+//!
+//! The management veths keep the kernel's offloads (a sender's checksum
+//! offload leaves partial checksums: the responder must cope); the data
+//! veths have them off, because a user-space bridge forwards frames, not
+//! 64 KB GSO packets.
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::host_support::{HEADER, Timed, mono_ns, realtime};
+use crate::live_support::topo::{TempDir, signal};
+use crate::live_support::{NetNs, VethOpts, sh, veth};
+
+pub const M4: &str = "203.0.113.254";
+pub const A4: &str = "203.0.113.1";
+pub const B4: &str = "203.0.113.2";
+pub const M6: &str = "2001:db8:ff::fe";
+pub const DA4: &str = "198.51.100.1";
+pub const DB4: &str = "198.51.100.2";
+pub const DA6: &str = "2001:db8:1::1";
+pub const DB6: &str = "2001:db8:1::2";
+pub const MANAGER_PORT: u16 = 7460;
+pub const METRICS_PORT: u16 = 9464;
+
+/// The middle of the data path.
+pub enum Middle {
+    /// A Linux bridge: microseconds.
+    Linux,
+    /// The demo's user-space bridge, this delay each way.
+    Delay(Duration),
+}
+
+pub struct Rig {
+    pub a: NetNs,
+    pub b: NetNs,
+    pub m: NetNs,
+    pub r: NetNs,
+    pub dir: TempDir,
+    bridge: Option<xdprobe::bridge::Bridge>,
+}
+
+fn ipv6_on(ns: &NetNs) {
+    ns.exec(&[
+        "sysctl",
+        "-qw",
+        "net.ipv6.conf.all.disable_ipv6=0",
+        "net.ipv6.conf.default.disable_ipv6=0",
+    ]);
+}
+
+fn ip(ns: &NetNs, args: &[&str]) {
+    let mut v = vec!["ip", "-n", ns.name.as_str()];
+    v.extend_from_slice(args);
+    sh(&v);
+}
+
+impl Rig {
+    pub fn new(middle: Middle) -> Rig {
+        let a = NetNs::new("xa");
+        let b = NetNs::new("xb");
+        let m = NetNs::new("xm");
+        let r = NetNs::new("xr");
+        for ns in [&a, &b, &m] {
+            ipv6_on(ns);
+        }
+        // Management: a Linux bridge in M, default offloads.
+        ip(&m, &["link", "add", "mbr", "type", "bridge"]);
+        for (ns, dev, peer) in [(&a, "am", "ma"), (&b, "bm", "mb")] {
+            ip(
+                ns,
+                &[
+                    "link", "add", dev, "type", "veth", "peer", "name", peer, "netns", &m.name,
+                ],
+            );
+            ip(&m, &["link", "set", "dev", peer, "master", "mbr"]);
+            ip(&m, &["link", "set", "dev", peer, "up"]);
+            ip(ns, &["link", "set", "dev", dev, "up"]);
+        }
+        ip(&m, &["link", "set", "dev", "mbr", "up"]);
+        for (ns, dev, v4, v6) in [
+            (&m, "mbr", M4, M6),
+            (&a, "am", A4, "2001:db8:ff::1"),
+            (&b, "bm", B4, "2001:db8:ff::2"),
+        ] {
+            ip(ns, &["addr", "add", &format!("{v4}/24"), "dev", dev]);
+            ip(
+                ns,
+                &["addr", "add", &format!("{v6}/64"), "dev", dev, "nodad"],
+            );
+        }
+        // Data: A — R — B, offloads off.
+        veth(&a, "a0", &r, "ra", VethOpts::default());
+        veth(&b, "b0", &r, "rb", VethOpts::default());
+        for (ns, dev, v4, v6) in [(&a, "a0", DA4, DA6), (&b, "b0", DB4, DB6)] {
+            ip(ns, &["addr", "add", &format!("{v4}/24"), "dev", dev]);
+            ip(
+                ns,
+                &["addr", "add", &format!("{v6}/64"), "dev", dev, "nodad"],
+            );
+        }
+        let (amac, bmac) = (a.mac("a0"), b.mac("b0"));
+        for (ns, dev, peer4, peer6, mac) in
+            [(&a, "a0", DB4, DB6, &bmac), (&b, "b0", DA4, DA6, &amac)]
+        {
+            for p in [peer4, peer6] {
+                ip(
+                    ns,
+                    &[
+                        "neigh",
+                        "replace",
+                        p,
+                        "lladdr",
+                        mac,
+                        "dev",
+                        dev,
+                        "nud",
+                        "permanent",
+                    ],
+                );
+            }
+        }
+        let bridge = match middle {
+            Middle::Linux => {
+                ip(&r, &["link", "add", "rbr", "type", "bridge"]);
+                for d in ["ra", "rb"] {
+                    ip(&r, &["link", "set", "dev", d, "master", "rbr"]);
+                }
+                ip(&r, &["link", "set", "dev", "rbr", "up"]);
+                None
+            }
+            Middle::Delay(d) => {
+                for dev in ["ra", "rb"] {
+                    ip(&r, &["link", "set", "dev", dev, "promisc", "on"]);
+                }
+                let imp = |seed| xdprobe::bridge::Impair {
+                    delay: d,
+                    loss_pct: 0.0,
+                    reorder_pct: 0.0,
+                    dup_pct: 0.0,
+                    seed,
+                };
+                let leg = xdprobe::bridge::Leg {
+                    a: "ra".into(),
+                    b: "rb".into(),
+                    a_to_b: imp(1),
+                    b_to_a: imp(2),
+                };
+                let path = PathBuf::from(format!("/run/netns/{}", r.name));
+                Some(
+                    xdprobe::bridge::Bridge::start(Some(&path), &[leg], Duration::from_secs(600))
+                        .expect("start the delaying bridge"),
+                )
+            }
+        };
+        Rig {
+            a,
+            b,
+            m,
+            r,
+            dir: TempDir::new("crosshost"),
+            bridge,
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.0.join(name)
+    }
+
+    /// Starts `xdprobe manager` in M with `[manager]` keys `extra` (and
+    /// any sections after them); waits until it listens.
+    pub fn manager(&self, extra: &str) -> Proc {
+        let cfg = self.path("manager.toml");
+        let text = format!(
+            "[manager]\nlisten = \"[::]:{MANAGER_PORT}\"\nsample_bytes = 0\nveth_xdp = [\"ma\", \"mb\"]\njson = \"{}\"\n{extra}\n",
+            self.path("manager.jsonl").display()
+        );
+        let text = if text.contains("[metrics]") {
+            text
+        } else {
+            format!("{text}\n[metrics]\nenabled = false\n")
+        };
+        std::fs::write(&cfg, text).expect("manager config");
+        let p = Proc::spawn(
+            &self.m,
+            &["manager", "-c", cfg.to_str().unwrap(), "--stats"],
+            &self.path(&format!("manager.{}.err", unique_n())),
+        );
+        p.wait_log(&["manager listening"], Duration::from_secs(30));
+        p
+    }
+
+    /// Starts an agent in `ns` (`a` or `b`), streaming to the manager at
+    /// `manager_ip`, clock-sync responder on its management interface;
+    /// waits until its hooks and responder are attached.
+    pub fn agent(
+        &self,
+        side: char,
+        manager_ip: &str,
+        offset_ns: Option<i64>,
+        extra: &[&str],
+    ) -> Proc {
+        let (ns, iface) = match side {
+            'a' => (&self.a, "am"),
+            _ => (&self.b, "bm"),
+        };
+        let manager = if manager_ip.contains(':') {
+            format!("[{manager_ip}]:{MANAGER_PORT}")
+        } else {
+            format!("{manager_ip}:{MANAGER_PORT}")
+        };
+        let name = side.to_string();
+        let off = offset_ns.map(|o| o.to_string());
+        let mut args = vec![
+            "host",
+            "--netns",
+            ns.name.as_str(),
+            "--manager",
+            manager.as_str(),
+            "--agent-name",
+            name.as_str(),
+            "--clock-sync",
+            iface,
+            "--stats",
+        ];
+        if let Some(o) = &off {
+            args.push("--test-clock-offset-ns");
+            args.push(o);
+        }
+        args.extend_from_slice(extra);
+        let p = Proc::spawn(
+            ns,
+            &args,
+            &self.path(&format!("agent-{side}.{}.err", unique_n())),
+        );
+        p.wait_log(
+            &["sock_rx", "attached", "clock-sync responder attached"],
+            Duration::from_secs(30),
+        );
+        p
+    }
+
+    /// The manager's JSON lines so far.
+    pub fn manager_json(&self) -> Vec<Value> {
+        read_json(&self.path("manager.jsonl"))
+    }
+
+    /// Waits until the manager has `n` clock rounds with an estimate for
+    /// each of `agents`.
+    pub fn wait_rounds(&self, agents: &[&str], n: usize, limit: Duration) {
+        let end = Instant::now() + limit;
+        loop {
+            let j = self.manager_json();
+            let ok = agents.iter().all(|a| rounds(&j, a).len() >= n);
+            if ok {
+                return;
+            }
+            assert!(
+                Instant::now() < end,
+                "fewer than {n} clock rounds for {agents:?}: {:?}",
+                j.iter()
+                    .filter(|v| v["type"] == "clock_sync")
+                    .collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Forwarding counters of the delaying bridge, stopping it.
+    pub fn stop_bridge(&mut self) -> Option<Vec<xdprobe::bridge::LegStats>> {
+        self.bridge
+            .as_mut()
+            .map(|b| b.stop().expect("bridge stats"))
+    }
+}
+
+fn unique_n() -> u32 {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+pub fn read_json(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The clock rounds of `agent` that gave an estimate: (offset, bound) ns.
+pub fn rounds(j: &[Value], agent: &str) -> Vec<(i64, u64)> {
+    j.iter()
+        .filter(|v| v["type"] == "clock_sync" && v["agent"] == agent)
+        .filter_map(|v| {
+            let e = &v["estimate"];
+            Some((e["offset_ns"].as_i64()?, e["uncertainty_ns"].as_u64()?))
+        })
+        .collect()
+}
+
+/// A process of ours inside a namespace, killed on drop.
+pub struct Proc {
+    child: Option<Child>,
+    pub stderr: PathBuf,
+}
+
+impl Proc {
+    pub fn spawn(ns: &NetNs, args: &[&str], stderr: &Path) -> Proc {
+        Self::spawn_cmd(ns, env!("CARGO_BIN_EXE_xdprobe"), args, stderr)
+    }
+
+    /// Any program inside `ns` (tcpdump).
+    pub fn spawn_cmd(ns: &NetNs, program: &str, args: &[&str], stderr: &Path) -> Proc {
+        let child = ns
+            .command(program)
+            .args(args)
+            .env("XDPROBE_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(stderr).expect("stderr file"))
+            .spawn()
+            .expect("spawn xdprobe");
+        Proc {
+            child: Some(child),
+            stderr: stderr.to_owned(),
+        }
+    }
+
+    pub fn log(&self) -> String {
+        let raw = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        strip_ansi(&raw)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Waits until the log holds every one of `needles`.
+    pub fn wait_log(&self, needles: &[&str], limit: Duration) {
+        let end = Instant::now() + limit;
+        loop {
+            let log = self.log();
+            if needles.iter().all(|n| log.contains(n)) {
+                return;
+            }
+            assert!(Instant::now() < end, "waiting for {needles:?} in:\n{log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Occurrences of `needle` in the log.
+    pub fn count(&self, needle: &str) -> usize {
+        self.log().matches(needle).count()
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
+    /// SIGTERM, and the log once it exited (which it must do cleanly).
+    pub fn stop(mut self) -> String {
+        let mut c = self.child.take().expect("running");
+        signal(c.id(), libc::SIGTERM);
+        let end = Instant::now() + Duration::from_secs(20);
+        let st = loop {
+            if let Some(st) = c.try_wait().expect("wait") {
+                break st;
+            }
+            assert!(
+                Instant::now() < end,
+                "no exit after SIGTERM:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let log = self.log();
+        assert!(st.success(), "exit {st}:\n{log}");
+        log
+    }
+
+    /// SIGINT, wait, whatever the status (tcpdump).
+    pub fn stop_quiet(mut self) {
+        if let Some(mut c) = self.child.take() {
+            signal(c.id(), libc::SIGINT);
+            let end = Instant::now() + Duration::from_secs(10);
+            while c.try_wait().ok().flatten().is_none() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGKILL: a crash.
+    pub fn kill(mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut esc = false;
+    for ch in s.chars() {
+        match (esc, ch) {
+            (false, '\u{1b}') => esc = true,
+            (true, c) if c.is_ascii_alphabetic() => esc = false,
+            (true, _) => {}
+            (false, c) => out.push(c),
+        }
+    }
+    out
+}
+
+/// Both directions of one connection timed by the application itself:
+/// the client in `c` and the server in `s` each send `count` messages of
+/// `size` bytes, one every `gap`, each with its own send time; each side
+/// records when its read completed the other's. Returns (client → server,
+/// server → client) timings, parsed from the streams.
+pub fn timed_duplex(
+    c: &NetNs,
+    s: &NetNs,
+    server: SocketAddr,
+    count: u32,
+    size: usize,
+    gap: Duration,
+) -> (Vec<Timed>, Vec<Timed>) {
+    assert!(size >= HEADER);
+    let (tx, rx) = mpsc::channel();
+    std::thread::scope(|sc| {
+        let srv = sc.spawn(|| {
+            s.enter_current_thread();
+            realtime();
+            let l = TcpListener::bind(server).expect("bind");
+            tx.send(()).expect("ready");
+            let (conn, _) = l.accept().expect("accept");
+            duplex_end(conn, count, size, gap)
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("server ready");
+        let cli = sc.spawn(|| {
+            c.enter_current_thread();
+            realtime();
+            let conn =
+                TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect");
+            duplex_end(conn, count, size, gap)
+        });
+        let to_server = srv.join().expect("server");
+        let to_client = cli.join().expect("client");
+        (to_server, to_client)
+    })
+}
+
+/// One end: a writer thread sends, this thread reads what the other end
+/// sends. Returns the other end's messages as read here.
+fn duplex_end(conn: TcpStream, count: u32, size: usize, gap: Duration) -> Vec<Timed> {
+    conn.set_nodelay(true).ok();
+    conn.set_read_timeout(Some(Duration::from_secs(20))).ok();
+    let mut w = conn.try_clone().expect("clone");
+    std::thread::scope(|sc| {
+        sc.spawn(move || {
+            realtime();
+            let mut msg = vec![0x5au8; size];
+            for i in 0..count {
+                let t = mono_ns();
+                msg[0..8].copy_from_slice(&t.to_le_bytes());
+                msg[8..12].copy_from_slice(&i.to_le_bytes());
+                msg[12..16].copy_from_slice(&(size as u32).to_le_bytes());
+                w.write_all(&msg).expect("write");
+                std::thread::sleep(gap);
+            }
+            // Half-close: the other side's reads end after our last byte.
+            let _ = w.shutdown(std::net::Shutdown::Write);
+        });
+        let mut r = conn;
+        let mut out = Vec::new();
+        let mut pending: Vec<u8> = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = match r.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let read_ns = mono_ns();
+            pending.extend_from_slice(&buf[..n]);
+            while pending.len() >= size {
+                let sent_ns = u64::from_le_bytes(pending[0..8].try_into().unwrap());
+                let index = u32::from_le_bytes(pending[8..12].try_into().unwrap());
+                out.push(Timed {
+                    index,
+                    sent_ns,
+                    read_ns,
+                });
+                pending.drain(..size);
+            }
+        }
+        out
+    })
+}
+
+/// The manager's flow reports (`host_stack`) of the data flow whose
+/// destination port is `dport` (or source port `sport`, for the reverse).
+pub fn reports(j: &[Value], sport: Option<u16>, dport: Option<u16>) -> Vec<&Value> {
+    j.iter()
+        .filter(|v| v["type"] == "host_stack")
+        .filter(|v| sport.is_none_or(|p| v["sport"] == p))
+        .filter(|v| dport.is_none_or(|p| v["dport"] == p))
+        .filter(|v| v["complete"].as_u64().unwrap_or(0) > 0)
+        .collect()
+}
+
+/// The one report of the flow (several if it was reported in parts: the
+/// one that timed most).
+pub fn flow(j: &[Value], sport: Option<u16>, dport: Option<u16>) -> &Value {
+    let r = reports(j, sport, dport);
+    r.into_iter()
+        .max_by_key(|v| v["complete"].as_u64().unwrap_or(0))
+        .unwrap_or_else(|| panic!("no report for {sport:?} -> {dport:?}: {j:#?}"))
+}
+
+/// GET /metrics from inside `ns`.
+pub fn scrape(ns: &NetNs, addr: &str) -> String {
+    let out = ns.exec(&[
+        "curl",
+        "-sf",
+        "--max-time",
+        "5",
+        &format!("http://{addr}/metrics"),
+    ]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The value of the first sample line starting with `prefix`.
+pub fn metric(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
+}
+
+/// The clock-sync programs loaded now (responders and the manager's
+/// pass-throughs; the kernel keeps 15 bytes of a program's name).
+pub fn loaded_clocksync_programs() -> usize {
+    let out = std::process::Command::new("bpftool")
+        .args(["prog", "show", "--json"])
+        .output()
+        .expect("bpftool");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(vec![]));
+    v.as_array().map_or(0, |a| {
+        a.iter()
+            .filter(|p| {
+                p["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("xdprobe_clock"))
+            })
+            .count()
+    })
+}

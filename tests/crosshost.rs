@@ -429,11 +429,11 @@ fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
     let count = metric(&metrics, &format!("{h}_count{{segment=\"T4\"}}"));
     let below = metric(
         &metrics,
-        &format!("{h}_bucket{{segment=\"T4\",le=\"0.002\"}}"),
+        &format!("{h}_bucket{{le=\"0.002\",segment=\"T4\"}}"),
     );
     let within = metric(
         &metrics,
-        &format!("{h}_bucket{{segment=\"T4\",le=\"0.02\"}}"),
+        &format!("{h}_bucket{{le=\"0.02\",segment=\"T4\"}}"),
     );
     let timed = fwd["complete"].as_f64().unwrap() + rev["complete"].as_f64().unwrap();
     eprintln!("metrics: T4 count {count}, ≤ 2 ms {below}, ≤ 20 ms {within}; reports timed {timed}");

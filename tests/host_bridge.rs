@@ -1,0 +1,146 @@
+//! One kernel, two end namespaces joined through the demo's delaying
+//! bridge (5 ms each way) in a third: the network's delay must land in T4
+//! and nothing else, and connect latency must read ≈ 10 ms (a SYN and a
+//! SYN+ACK each cross the bridge once) within 100 µs of the clients' own
+//! timing. The bridge namespace's own device events are hops, not ends.
+
+mod common;
+mod crosshost_support;
+mod host_support;
+mod live_support;
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use crosshost_support::{DB4, Middle, Rig};
+use host_support::{HostProbe, Messages, Reader, flow, mono_ns, realtime, seg, timed_messages};
+use live_support::require_root;
+use serde_json::Value;
+
+const DELAY: Duration = Duration::from_millis(5);
+
+fn data_flow(reports: &[Value], port: u16) -> Value {
+    let f = flow(reports, port, crosshost_support::DA4);
+    assert_eq!(f.len(), 1, "one report for the data flow: {reports:#?}");
+    f[0].clone()
+}
+
+/// Timed messages A → B under a probe; the data flow's report.
+fn run(rig: &Rig, port: u16, tag: &str) -> Value {
+    let dir = live_support::topo::TempDir::new(tag);
+    let p = port.to_string();
+    let probe = HostProbe::start(&dir.0, &["--port", &p, "--sample-bytes", "0"]);
+    let server: SocketAddr = format!("{DB4}:{port}").parse().unwrap();
+    let m = Messages {
+        count: 60,
+        size: 1000,
+        gap: Duration::from_millis(30),
+        reader: Reader::Eager,
+    };
+    let timed = timed_messages(&rig.a, &rig.b, server, &m, &|_| {});
+    assert_eq!(timed.len(), 60);
+    std::thread::sleep(Duration::from_millis(400));
+    data_flow(&probe.stop(), port)
+}
+
+#[test]
+fn a_delaying_bridge_grows_t4_and_nothing_else() {
+    if !require_root("a_delaying_bridge_grows_t4_and_nothing_else") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let plain = run(&Rig::new(Middle::Linux), 5311, "t4_plain");
+    let delayed = run(&Rig::new(Middle::Delay(DELAY)), 5312, "t4_delayed");
+    // Only the two ends' layers: the bridge namespace's receive and send
+    // events are left out.
+    for r in [&plain, &delayed] {
+        assert_eq!(r["layers"].as_array().unwrap().len(), 8, "{r}");
+        assert_ne!(r["sender"]["netns"], r["receiver"]["netns"]);
+    }
+    let grow = |n: &str| seg(&delayed, n, "p50_us") - seg(&plain, n, "p50_us");
+    let t4 = grow("T4");
+    let want = DELAY.as_secs_f64() * 1e6;
+    eprintln!(
+        "T4 p50: {:.1} µs through a Linux bridge, {:.1} µs through the 5 ms bridge",
+        seg(&plain, "T4", "p50_us"),
+        seg(&delayed, "T4", "p50_us")
+    );
+    assert!(
+        t4 >= want && t4 <= want + 300.0,
+        "T4 grew by {t4} µs for a {want} µs one-way delay"
+    );
+    for n in ["T1", "T2", "T3", "T5", "T6", "T7"] {
+        let g = grow(n);
+        assert!(g.abs() < 100.0, "{n} moved by {g} µs");
+    }
+}
+
+#[test]
+fn connect_latency_through_the_bridge_is_one_round_trip() {
+    if !require_root("connect_latency_through_the_bridge_is_one_round_trip") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let rig = Rig::new(Middle::Delay(DELAY));
+    let dir = live_support::topo::TempDir::new("connlat_bridge");
+    let out = dir.0.join("connlat.jsonl");
+    let err = dir.0.join("connlat.err");
+    let mut child = common::xdprobe()
+        .args(["connlat", "--json"])
+        .env("XDPROBE_LOG", "info")
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .expect("xdprobe connlat");
+    live_support::topo::wait_for(Duration::from_secs(30), "connlat attached", || {
+        std::fs::read_to_string(&err).is_ok_and(|s| s.contains("attached"))
+    });
+    let server: SocketAddr = format!("{DB4}:5313").parse().unwrap();
+    let n = 20;
+    let listener = rig.b.run(|| TcpListener::bind(server).expect("bind"));
+    let accept = std::thread::spawn(move || {
+        for _ in 0..n {
+            if listener.accept().is_err() {
+                break;
+            }
+        }
+    });
+    let own: Vec<(u16, f64)> = rig.a.run(|| {
+        realtime();
+        (0..n)
+            .map(|_| {
+                let t0 = mono_ns();
+                let s =
+                    TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect");
+                let t1 = mono_ns();
+                (s.local_addr().unwrap().port(), (t1 - t0) as f64 / 1000.0)
+            })
+            .collect()
+    });
+    accept.join().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    live_support::topo::signal(child.id(), libc::SIGTERM);
+    assert!(child.wait().unwrap().success());
+    let rows: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &Value| r["dport"] == 5313)
+        .collect();
+    assert_eq!(rows.len(), n, "every connection once: {rows:#?}");
+    let rtt = 2.0 * DELAY.as_secs_f64() * 1e6;
+    for (port, client) in own {
+        let r = rows
+            .iter()
+            .find(|r| r["sport"] == port)
+            .unwrap_or_else(|| panic!("port {port} missing"));
+        let lat = r["latency_us"].as_f64().unwrap();
+        assert!(
+            (client - lat).abs() <= 100.0,
+            "port {port}: probe {lat} µs, the client's own connect() {client} µs"
+        );
+        // The bridge forwards from user space: its wake-ups add up to a
+        // couple of ms on a loaded machine, never less than the delay.
+        assert!(lat >= rtt && lat <= rtt * 1.25, "≈ 10 ms: {lat} µs");
+    }
+}

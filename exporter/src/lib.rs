@@ -26,6 +26,7 @@
 
 pub mod collector;
 pub mod encode;
+pub mod host_sender;
 mod exporter;
 pub mod ie;
 mod link;

@@ -7,46 +7,28 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
-use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use xdprobe_exporter::encode::host::{HostEncoder, HostRecord, SegmentStats};
-use xdprobe_exporter::{CollectorSpec, Target};
+use xdprobe_exporter::encode::host::HostRecord;
+use xdprobe_exporter::host_sender::HostSender;
 use xdprobe_host::fleet::join::{Host, Joiner, Wire};
 use xdprobe_host::fleet::manager::{CrossReport, FleetOut, Place};
 use xdprobe_host::fleet::metrics::ManagerMetrics;
 use xdprobe_host::stack::agent::WallClock;
-use xdprobe_host::stack::matcher::{EndReason, FlowReport};
+use xdprobe_host::stack::matcher::FlowReport;
 use xdprobe_host::stack::output::{self, Comms};
-use xdprobe_host::stack::stats::Summary;
 
 use super::clock::Round;
 
 /// Reports kept for the picture (the busiest 40 are drawn).
 const PLOT_KEEP: usize = 256;
 const PLOT_EVERY: Duration = Duration::from_secs(5);
-/// UDP collectors get the templates again this often (RFC 7011 §8.4).
-const TEMPLATE_EVERY: Duration = Duration::from_secs(60);
 /// Wire-record bytes read per tick at most.
 const FOLLOW_BUDGET: usize = 4 << 20;
-
-enum Ipfix {
-    Udp {
-        sock: UdpSocket,
-        to: SocketAddr,
-        enc: HostEncoder,
-        templates_at: Option<Instant>,
-    },
-    File {
-        w: BufWriter<File>,
-        enc: HostEncoder,
-        templated: bool,
-    },
-}
 
 /// The wire probe's JSON lines, read as they are appended.
 struct Follow {
@@ -95,7 +77,7 @@ impl Follow {
 pub struct Outputs {
     wall: WallClock,
     json: Option<BufWriter<File>>,
-    ipfix: Vec<Ipfix>,
+    ipfix: HostSender,
     pending: Vec<HostRecord>,
     join: Option<(Joiner, Follow)>,
     plot: Option<PathBuf>,
@@ -126,37 +108,8 @@ impl Outputs {
                 File::create(p).with_context(|| format!("creating {}", p.display()))?,
             )),
         };
-        let mut ipfix = Vec::new();
-        for url in &o.collectors {
-            let spec =
-                CollectorSpec::parse(url).with_context(|| format!("export.collectors: {url}"))?;
-            let max = usize::from(o.mtu).saturating_sub(48);
-            let enc = HostEncoder::new(o.pen, o.observation_domain, max);
-            match spec.target {
-                Target::Udp(to) => {
-                    let bind = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-                    let sock =
-                        UdpSocket::bind(bind).with_context(|| format!("socket for {url}"))?;
-                    sock.set_nonblocking(true)?;
-                    ipfix.push(Ipfix::Udp {
-                        sock,
-                        to,
-                        enc,
-                        templates_at: None,
-                    });
-                }
-                Target::File(p) => ipfix.push(Ipfix::File {
-                    w: BufWriter::new(
-                        File::create(&p).with_context(|| format!("creating {}", p.display()))?,
-                    ),
-                    enc,
-                    templated: false,
-                }),
-                Target::Tcp(_) => {
-                    tracing::warn!(collector = %url, "host-stack records go to UDP and file collectors only: skipped");
-                }
-            }
-        }
+        let ipfix = HostSender::open(&o.collectors, o.pen, o.observation_domain, o.mtu)
+            .context("export.collectors")?;
         Ok(Outputs {
             wall: WallClock::now(),
             json,
@@ -201,7 +154,7 @@ impl Outputs {
         let v = report_json(r, &self.wall);
         self.line(&v);
         if !self.ipfix.is_empty() {
-            self.pending.push(host_record(r, &self.wall));
+            self.pending.push(xdprobe_host::fleet::record::host_record(r, &self.wall));
         }
         if self.plot.is_some() && r.report.complete > 0 {
             if self.plotted.len() >= PLOT_KEEP {
@@ -294,52 +247,10 @@ impl Outputs {
     }
 
     fn send_ipfix(&mut self) {
-        let now = Instant::now();
-        let export_time = u32::try_from(unix_us_now() / 1_000_000).unwrap_or(u32::MAX);
         let recs = std::mem::take(&mut self.pending);
-        for out in &mut self.ipfix {
-            match out {
-                Ipfix::Udp {
-                    sock,
-                    to,
-                    enc,
-                    templates_at,
-                } => {
-                    let mut msgs = Vec::new();
-                    if templates_at.is_none_or(|t| now.duration_since(t) >= TEMPLATE_EVERY) {
-                        msgs.push(enc.templates(export_time));
-                        *templates_at = Some(now);
-                    }
-                    if !recs.is_empty() {
-                        msgs.extend(enc.records(&recs, export_time));
-                    }
-                    for m in msgs {
-                        if sock.send_to(&m, *to).is_err() {
-                            self.ipfix_errors += 1;
-                        }
-                    }
-                }
-                Ipfix::File { w, enc, templated } => {
-                    if recs.is_empty() {
-                        continue;
-                    }
-                    let mut msgs = Vec::new();
-                    if !*templated {
-                        msgs.push(enc.templates(export_time));
-                        *templated = true;
-                    }
-                    msgs.extend(enc.records(&recs, export_time));
-                    for m in msgs {
-                        if w.write_all(&m).is_err() {
-                            self.ipfix_errors += 1;
-                        }
-                    }
-                    if w.flush().is_err() {
-                        self.ipfix_errors += 1;
-                    }
-                }
-            }
-        }
+        let before = self.ipfix.errors;
+        self.ipfix.send(&recs);
+        self.ipfix_errors += self.ipfix.errors - before;
     }
 
     fn draw(&mut self) {
@@ -404,62 +315,3 @@ pub fn report_json(r: &CrossReport, wall: &WallClock) -> Value {
     v
 }
 
-fn stats(s: &Summary) -> SegmentStats {
-    let ns = |us: f64| (us * 1000.0).round().max(0.0) as u64;
-    SegmentStats {
-        min_ns: ns(s.min_us),
-        mean_ns: ns(s.mean_us),
-        p50_ns: ns(s.p50_us),
-        p99_ns: ns(s.p99_us),
-        max_ns: ns(s.max_us),
-    }
-}
-
-/// The IPFIX form of a report.
-pub fn host_record(r: &CrossReport, wall: &WallClock) -> HostRecord {
-    let f = &r.report;
-    let mut segments = [None; 8];
-    let mut merged = false;
-    for s in &f.segments {
-        let first = s
-            .name
-            .trim_start_matches('T')
-            .split('+')
-            .next()
-            .and_then(|n| n.parse::<usize>().ok());
-        if let Some(k) = first.filter(|k| (1..=7).contains(k)) {
-            merged |= s.name.contains('+');
-            segments[k - 1] = Some(stats(&s.summary));
-        }
-    }
-    if let Some(t8) = &f.t8 {
-        segments[7] = Some(stats(t8));
-    }
-    let flags = u8::from(r.sender.is_some())
-        | u8::from(r.receiver.is_some()) << 1
-        | u8::from(r.crosses_hosts()) << 2
-        | u8::from(merged) << 3;
-    let agent = |p: &Option<Place>| p.as_ref().map(|p| p.agent.clone()).unwrap_or_default();
-    HostRecord {
-        src: Some(f.key.src),
-        sport: f.key.sport,
-        dst: Some(f.key.dst),
-        dport: f.key.dport,
-        start_us: wall.unix_us(f.start_ns),
-        end_us: wall.unix_us(f.end_ns),
-        end_reason: match f.end_reason {
-            EndReason::Idle => 1,
-            EndReason::Active => 2,
-            EndReason::End => 3,
-            EndReason::Forced => 4,
-        },
-        record_seq: f.record_seq,
-        segments,
-        complete: f.complete,
-        incomplete: f.incomplete,
-        clock_uncertainty_ns: r.crosses_hosts().then(|| r.clock_uncertainty_ns()),
-        flags,
-        sender_agent: agent(&r.sender),
-        receiver_agent: agent(&r.receiver),
-    }
-}

@@ -9,3 +9,4 @@ pub mod join;
 pub mod manager;
 pub mod metrics;
 pub mod proto;
+pub mod record;

@@ -26,8 +26,8 @@
 
 pub mod collector;
 pub mod encode;
-pub mod host_sender;
 mod exporter;
+pub mod host_sender;
 pub mod ie;
 mod link;
 pub mod stats;

@@ -195,6 +195,7 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
     };
     let clock = WallClock::now();
     let mut comms = Comms::default();
+    let tap_comms = comms.clone();
     let mut reports = Vec::new();
     let mut write_err = None;
     let mut on_output = |o: Output| match o {
@@ -226,17 +227,19 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_SETUP));
         }
     };
-    let stats = match side.as_mut() {
-        Some(tap) => agent::run_with(
-            &mut probe,
-            &mut matcher,
-            a.duration,
-            &stop,
-            &mut on_output,
-            tap,
-        ),
-        None => agent::run(&mut probe, &mut matcher, a.duration, &stop, &mut on_output),
+    let mut tap = output::CommTap {
+        comms: tap_comms,
+        inner: side.as_mut().map(|s| s as &mut dyn agent::Tap),
     };
+    let stats = agent::run_with(
+        &mut probe,
+        &mut matcher,
+        a.duration,
+        &stop,
+        &mut on_output,
+        &mut tap,
+    );
+    drop(tap);
     drop(probe); // detach before printing
     if let Some(s) = side {
         s.finish(a.stats);

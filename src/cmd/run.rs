@@ -50,6 +50,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("{e}");
             Ok(ExitCode::from(EXIT_BAD_CONFIG))
         }
+        Err(DaemonError::Host(e)) if e.is_setup_error() => {
+            eprintln!("xdprobe run: {e}");
+            Ok(ExitCode::from(EXIT_BAD_CONFIG))
+        }
         Err(e) => Err(e.into()),
     }
 }

@@ -28,7 +28,7 @@ use std::{
 };
 
 use xdprobe_config::{Config, Mode};
-use xdprobe_dataplane::{FlowConfig, FlowRecord};
+use xdprobe_dataplane::FlowConfig;
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ExporterError, ProbeCounters};
 
 use super::{
@@ -66,6 +66,8 @@ pub enum DaemonError {
     Thread(#[source] std::io::Error),
     #[error(transparent)]
     Memory(#[from] crate::budget::TooLarge),
+    #[error(transparent)]
+    Host(#[from] crate::live::host::HostError),
     #[error("JSON output {path}")]
     Json {
         path: String,
@@ -240,7 +242,7 @@ fn spawn_workers(
     captures: &mut [Capture],
     opts: &RunOptions,
     exporter: Option<&Exporter>,
-    json: Option<&crossbeam_channel::Sender<FlowRecord>>,
+    json: Option<&crossbeam_channel::Sender<crate::live::sink::JsonItem>>,
     control: &Arc<Control>,
 ) -> Result<Running, DaemonError> {
     let flow = flow_config(cfg);
@@ -364,6 +366,8 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     crate::budget::for_daemon(&cfg, &flow_config(&cfg), opts.handoff)
         .check(crate::budget::available())?;
     let mut captures = set_up(&cfg)?;
+    // The host probes attach while the privileges are still held.
+    let host_probes = crate::live::host::HostProbes::open(&cfg)?;
     let metrics = if cfg.metrics.enabled {
         Some(MetricsServer::bind(cfg.metrics.listen).map_err(DaemonError::Metrics)?)
     } else {
@@ -401,9 +405,19 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
         json.as_ref().map(|(tx, _)| tx),
         &control,
     )?;
+    let host = match host_probes {
+        Some(p) => Some(crate::live::host::HostAgent::spawn(
+            p,
+            json.as_ref().map(|(tx, _)| tx.clone()),
+        )?),
+        None => None,
+    };
     let report = Arc::new(Mutex::new(Report::default()));
     let registry = Metrics::new();
     registry.register(ReportCollector(report.clone()));
+    if let Some(h) = &host {
+        registry.register(crate::live::host::HostCollector(h.metrics.clone()));
+    }
     let _prom = match metrics {
         Some((l, _)) => Some(
             MetricsServer::start(l, registry.clone(), Limits::default())
@@ -458,6 +472,9 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
         },
     );
     log_line(&report);
+    if let Some(h) = host {
+        h.stop();
+    }
     let stats = exporter.shutdown()?;
     tracing::info!(%stats, "exporter stopped");
     if let Some((tx, handle)) = json {

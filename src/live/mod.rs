@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod daemon;
 pub mod handoff;
+pub mod host;
 pub mod lograte;
 pub mod merge;
 pub mod privs;

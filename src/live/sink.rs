@@ -2,6 +2,11 @@
 //! and, optionally, a JSON-lines writer thread. Both are non-blocking: a
 //! full channel drops the record and counts it (the exporter counts its
 //! own drops too), it never stalls the receive loop.
+//!
+//! The JSON writer also takes the host agent's reports (`[host]`), and
+//! joins them with the wire records of the same connection
+//! (`xdprobe_host::fleet::join`): a `joined` line holds both, as the
+//! cross-host manager writes it.
 
 use std::{cell::Cell, io::Write, thread::JoinHandle};
 
@@ -11,19 +16,33 @@ use xdprobe_dataplane::{
     output::{Format, RecordWriter},
 };
 use xdprobe_exporter::RecordSender;
+use xdprobe_host::fleet::join::{Host, Joiner, Wire};
+
+/// One line for the JSON writer.
+pub enum JsonItem {
+    /// A wire flow record (the `xdprobe pcap` schema).
+    Flow(FlowRecord),
+    /// A host agent's line (`host_stack`, `connect`), written as it is;
+    /// a `host_stack` report also joins the wire record of its connection.
+    Host {
+        line: serde_json::Value,
+        /// For the join: sender, receiver, start and end (Unix µs).
+        join: Option<Host>,
+    },
+}
 
 /// One worker's handle. Counters are plain cells: a sink belongs to one
 /// thread, and the worker reads them when it publishes its snapshot.
 pub struct RecordSink {
     exporter: Option<RecordSender>,
-    json: Option<Sender<FlowRecord>>,
+    json: Option<Sender<JsonItem>>,
     sent: Cell<u64>,
     dropped: Cell<u64>,
     blocking: Cell<bool>,
 }
 
 impl RecordSink {
-    pub fn new(exporter: Option<RecordSender>, json: Option<Sender<FlowRecord>>) -> Self {
+    pub fn new(exporter: Option<RecordSender>, json: Option<Sender<JsonItem>>) -> Self {
         RecordSink {
             exporter,
             json,
@@ -43,7 +62,7 @@ impl RecordSink {
     pub fn send(&self, rec: FlowRecord) {
         if self.blocking.get() {
             if let Some(j) = &self.json {
-                let _ = j.send(rec);
+                let _ = j.send(JsonItem::Flow(rec));
             }
             if let Some(e) = &self.exporter {
                 e.send_blocking(rec);
@@ -53,11 +72,11 @@ impl RecordSink {
         }
         let ok = match (&self.exporter, &self.json) {
             (Some(e), Some(j)) => {
-                let j_ok = json_ok(j.try_send(rec));
+                let j_ok = json_ok(j.try_send(JsonItem::Flow(rec)));
                 e.send(rec).is_ok() && j_ok
             }
             (Some(e), None) => e.send(rec).is_ok(),
-            (None, Some(j)) => json_ok(j.try_send(rec)),
+            (None, Some(j)) => json_ok(j.try_send(JsonItem::Flow(rec))),
             (None, None) => true,
         };
         if ok {
@@ -74,43 +93,106 @@ impl RecordSink {
 }
 
 /// A stopped JSON writer (its error was logged) is not a drop per record.
-fn json_ok(r: Result<(), TrySendError<FlowRecord>>) -> bool {
+fn json_ok(r: Result<(), TrySendError<JsonItem>>) -> bool {
     !matches!(r, Err(TrySendError::Full(_)))
 }
 
 /// A thread writing records as JSON lines (the `xdprobe pcap` schema) to
-/// `out`; it ends when every sender is gone.
+/// `out`, and the host agent's lines with their joins; it ends when every
+/// sender is gone.
 pub fn spawn_json_writer(
     out: Box<dyn Write + Send>,
     capacity: usize,
-) -> std::io::Result<(Sender<FlowRecord>, JoinHandle<u64>)> {
-    let (tx, rx): (Sender<FlowRecord>, Receiver<FlowRecord>) =
+) -> std::io::Result<(Sender<JsonItem>, JoinHandle<u64>)> {
+    let (tx, rx): (Sender<JsonItem>, Receiver<JsonItem>) =
         crossbeam_channel::bounded(capacity.max(1));
     let handle = std::thread::Builder::new()
         .name("xdprobe-json".into())
         .spawn(move || {
-            let mut w = RecordWriter::new(std::io::BufWriter::new(out), Format::Json);
-            let mut n = 0u64;
+            let mut w = JsonWriter {
+                out: std::io::BufWriter::new(out),
+                joiner: Joiner::default(),
+                joining: false,
+                n: 0,
+            };
             // Block for a record, write whatever else is queued, flush when
             // the queue is empty: a reader following the output sees each
             // record soon, and bursts cost one flush.
-            'outer: while let Ok(rec) = rx.recv() {
-                let mut next = Some(rec);
-                while let Some(rec) = next {
-                    if let Err(e) = w.write(&rec) {
+            'outer: while let Ok(item) = rx.recv() {
+                let mut next = Some(item);
+                while let Some(item) = next {
+                    if let Err(e) = w.write(item) {
                         tracing::error!(error = %e, "writing JSON records failed; stopping the JSON output");
                         break 'outer;
                     }
-                    n += 1;
                     next = rx.try_recv().ok();
                 }
-                if let Err(e) = w.flush() {
+                if let Err(e) = w.out.flush() {
                     tracing::error!(error = %e, "flushing JSON records failed; stopping the JSON output");
                     break;
                 }
             }
-            let _ = w.flush();
-            n
+            let _ = w.out.flush();
+            w.n
         })?;
     Ok((tx, handle))
+}
+
+struct JsonWriter {
+    out: std::io::BufWriter<Box<dyn Write + Send>>,
+    joiner: Joiner,
+    /// A host report has been seen: wire records are kept for the join
+    /// from then on (without a host agent they are only written).
+    joining: bool,
+    n: u64,
+}
+
+impl JsonWriter {
+    fn write(&mut self, item: JsonItem) -> std::io::Result<()> {
+        match item {
+            JsonItem::Flow(rec) => {
+                let mut line = Vec::with_capacity(512);
+                {
+                    let mut rw = RecordWriter::new(&mut line, Format::Json);
+                    rw.write(&rec)?;
+                    rw.flush()?;
+                }
+                self.out.write_all(&line)?;
+                self.n += 1;
+                if self.joining
+                    && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line)
+                    && let Some(wire) = Wire::from_json(v)
+                {
+                    let joined = self.joiner.wire(wire, now_us());
+                    self.joined(joined)?;
+                }
+            }
+            JsonItem::Host { line, join } => {
+                serde_json::to_writer(&mut self.out, &line)?;
+                self.out.write_all(b"\n")?;
+                self.n += 1;
+                if let Some(h) = join {
+                    self.joining = true;
+                    let joined = self.joiner.host(h, now_us());
+                    self.joined(joined)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn joined(&mut self, joined: Vec<xdprobe_host::fleet::join::Joined>) -> std::io::Result<()> {
+        for j in joined {
+            serde_json::to_writer(&mut self.out, &j)?;
+            self.out.write_all(b"\n")?;
+            self.n += 1;
+        }
+        Ok(())
+    }
+}
+
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }

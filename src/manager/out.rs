@@ -154,7 +154,8 @@ impl Outputs {
         let v = report_json(r, &self.wall);
         self.line(&v);
         if !self.ipfix.is_empty() {
-            self.pending.push(xdprobe_host::fleet::record::host_record(r, &self.wall));
+            self.pending
+                .push(xdprobe_host::fleet::record::host_record(r, &self.wall));
         }
         if self.plot.is_some() && r.report.complete > 0 {
             if self.plotted.len() >= PLOT_KEEP {
@@ -314,4 +315,3 @@ pub fn report_json(r: &CrossReport, wall: &WallClock) -> Value {
     }
     v
 }
-

@@ -12,20 +12,31 @@ use crate::stack::agent::WallClock;
 use crate::stack::matcher::{EndReason, FlowReport};
 use crate::stack::stats::Summary;
 
-/// Process names by PID, read once from `/proc/PID/comm` (the process may
-/// be gone when its flow is reported; then it stays unknown).
-#[derive(Default)]
+/// Process names by PID, read once from `/proc/PID/comm` — best while the
+/// process lives, so the loop calls [`Comms::remember`] when a PID first
+/// shows in the events; one that is gone by then stays unknown. Clones
+/// share one cache (the loop's tap and the report writer). Bounded: past
+/// `MAX_PIDS` the cache starts over.
+#[derive(Clone, Default)]
 pub struct Comms {
-    cache: HashMap<u32, Option<String>>,
+    cache: std::sync::Arc<std::sync::Mutex<HashMap<u32, Option<String>>>>,
 }
+
+const MAX_PIDS: usize = 65_536;
 
 impl Comms {
     pub fn get(&mut self, pid: u32) -> Option<String> {
         if pid == 0 {
             return None;
         }
-        self.cache
-            .entry(pid)
+        let mut c = match self.cache.lock() {
+            Ok(c) => c,
+            Err(p) => p.into_inner(),
+        };
+        if c.len() >= MAX_PIDS && !c.contains_key(&pid) {
+            c.clear();
+        }
+        c.entry(pid)
             .or_insert_with(|| {
                 std::fs::read_to_string(format!("/proc/{pid}/comm"))
                     .ok()
@@ -36,7 +47,39 @@ impl Comms {
 
     /// Looks a PID up now (while its process is alive) for later reports.
     pub fn remember(&mut self, pid: u32) {
-        let _ = self.get(pid);
+        if pid == 0 {
+            return;
+        }
+        let known = self
+            .cache
+            .lock()
+            .map(|c| c.contains_key(&pid))
+            .unwrap_or(true);
+        if !known {
+            let _ = self.get(pid);
+        }
+    }
+}
+
+/// A tap that remembers the process name of every PID in the events,
+/// then hands them on.
+pub struct CommTap<'a> {
+    pub comms: Comms,
+    pub inner: Option<&'a mut dyn crate::stack::agent::Tap>,
+}
+
+impl crate::stack::agent::Tap for CommTap<'_> {
+    fn event(&mut self, ev: &xdprobe_common::host::StackEvent) {
+        self.comms.remember(ev.tgid);
+        if let Some(t) = self.inner.as_mut() {
+            t.event(ev);
+        }
+    }
+
+    fn tick(&mut self, k: &xdprobe_common::host::StackCounters) {
+        if let Some(t) = self.inner.as_mut() {
+            t.tick(k);
+        }
     }
 }
 

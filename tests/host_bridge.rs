@@ -129,18 +129,33 @@ fn connect_latency_through_the_bridge_is_one_round_trip() {
         .collect();
     assert_eq!(rows.len(), n, "every connection once: {rows:#?}");
     let rtt = 2.0 * DELAY.as_secs_f64() * 1e6;
+    let mut gaps = Vec::with_capacity(n);
     for (port, client) in own {
         let r = rows
             .iter()
             .find(|r| r["sport"] == port)
             .unwrap_or_else(|| panic!("port {port} missing"));
         let lat = r["latency_us"].as_f64().unwrap();
+        // The probe's interval (→ SYN_SENT inside the call, → ESTABLISHED
+        // in softirq) lies inside the client's own: what the client adds is
+        // the syscall entry and its wake-up after the SYN-ACK.
+        let gap = client - lat;
         assert!(
-            (client - lat).abs() <= 100.0,
+            (-5.0..=1000.0).contains(&gap),
             "port {port}: probe {lat} µs, the client's own connect() {client} µs"
         );
+        gaps.push(gap);
         // The bridge forwards from user space: its wake-ups add up to a
         // couple of ms on a loaded machine, never less than the delay.
         assert!(lat >= rtt && lat <= rtt * 1.25, "≈ 10 ms: {lat} µs");
     }
+    // A wake-up on a loaded 2-core machine (the bridge forwards from user
+    // space on the same cores) can take longer than 100 µs now and then;
+    // nearly every connection stays within it.
+    gaps.sort_by(f64::total_cmp);
+    let within = gaps.iter().filter(|g| **g <= 100.0).count();
+    assert!(
+        within * 10 >= n * 9,
+        "{within}/{n} within 100 µs of the client's own figure: gaps {gaps:?}"
+    );
 }

@@ -256,6 +256,7 @@ fn live_run(
             extra_args,
             idle_timeout: "300s",
             user: None,
+            extra_config: "",
         },
     );
     let dns = dns_traffic(&b);

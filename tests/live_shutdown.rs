@@ -69,6 +69,7 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
         extra_args: Vec::new(),
         idle_timeout: "300s",
         user: None,
+        extra_config: "",
     };
     let probe = Probe::start(&b.p, &tmp.0, &opts);
     let pid = probe.child.id();
@@ -212,6 +213,7 @@ fn runs_as_the_configured_user_and_still_captures() {
         extra_args: Vec::new(),
         idle_timeout: "300s",
         user: Some("nobody"),
+        extra_config: "",
     };
     let probe = Probe::start(&b.p, &tmp.0, &opts);
     let pid = probe.child.id();

@@ -317,7 +317,7 @@ impl HostProbes {
         };
         let ipfix = if h.stack {
             HostSender::open(
-                &cfg.export.collectors,
+                &host_collectors(&cfg.export.collectors),
                 cfg.export.pen,
                 cfg.export.observation_domain,
                 cfg.export.mtu,
@@ -332,6 +332,23 @@ impl HostProbes {
             connlat_min: h.connlat_min,
         }))
     }
+}
+
+/// The host-stack records' destinations: the wire exporter's collectors,
+/// a file collector's records in a sibling file `FILE.host` (the wire
+/// exporter owns `FILE`, its sequence numbers and its templates; a second
+/// writer in it would break both).
+fn host_collectors(collectors: &[String]) -> Vec<String> {
+    collectors
+        .iter()
+        .map(|c| {
+            if c.starts_with("file://") {
+                format!("{c}.host")
+            } else {
+                c.clone()
+            }
+        })
+        .collect()
 }
 
 /// The running agent.

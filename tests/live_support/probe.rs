@@ -26,6 +26,8 @@ pub struct ProbeOpts<'a> {
     pub idle_timeout: &'a str,
     /// `[probe] user`: switch to this account after setup.
     pub user: Option<&'a str>,
+    /// More config sections, appended as they are (e.g. `[host]`).
+    pub extra_config: &'a str,
 }
 
 pub struct Probe {
@@ -70,6 +72,8 @@ collectors = [{collectors}]
 [metrics]
 enabled = true
 listen = "127.0.0.1:{port}"
+
+{extra}
 "#,
         iface = o.iface,
         queues = queues.join(", "),
@@ -80,6 +84,7 @@ listen = "127.0.0.1:{port}"
             .unwrap_or_default(),
         collectors = collectors.join(", "),
         port = o.metrics_port,
+        extra = o.extra_config,
     )
 }
 

@@ -1,0 +1,171 @@
+//! The daemon with `[host]` on: one box that captures the mirrored link
+//! (XDP + AF_XDP) and watches its own kernel, where the client and server
+//! namespaces live. The wire record and the host's layer breakdown of the
+//! same connection come out joined; the connections this kernel started
+//! carry their process; the metrics endpoint has the host families; the
+//! collector file has host-stack records; SIGTERM leaves nothing loaded.
+
+mod common;
+mod host_support;
+mod live_support;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+use host_support::loaded_host_programs;
+use live_support::{
+    probe::{Probe, ProbeOpts},
+    require_root,
+    topo::{Bench, SERVER_IP, TempDir, signal, wait_exit},
+};
+use serde_json::Value;
+
+const PORT: u16 = 9201;
+const CONNS: usize = 3;
+
+#[test]
+fn wire_records_and_the_hosts_layers_come_out_joined() {
+    if !require_root("wire_records_and_the_hosts_layers_come_out_joined") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let before = loaded_host_programs();
+    let tmp = TempDir::new("host_daemon");
+    let b = Bench::new(1, None, &tmp.0);
+    let ipfix = tmp.0.join("host.ipfix");
+    let host = format!(
+        "[host]\nstack = true\nconnlat = true\nsample_bytes = 0\n[host.filter]\nports = [{PORT}]\n"
+    );
+    let opts = ProbeOpts {
+        iface: "p1",
+        queues: 1,
+        collectors: vec![format!("file://{}", ipfix.display())],
+        metrics_port: 19481,
+        extra_args: Vec::new(),
+        idle_timeout: "300s",
+        user: None,
+        extra_config: &host,
+    };
+    let mut probe = Probe::start(&b.p, &tmp.0, &opts);
+    let log = probe.log_text();
+    assert!(
+        log.contains("host stack layer attached") && log.contains("host connect latency attached"),
+        "{log}"
+    );
+
+    let listener =
+        b.s.run(|| TcpListener::bind((SERVER_IP, PORT)).expect("listen"));
+    let server = std::thread::spawn(move || {
+        for _ in 0..CONNS {
+            let Ok((mut c, _)) = listener.accept() else {
+                break;
+            };
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = c.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+    });
+    let ports: Vec<u16> = b.c.run(|| {
+        (0..CONNS)
+            .map(|_| {
+                let mut s = TcpStream::connect((SERVER_IP, PORT)).expect("connect");
+                for _ in 0..20 {
+                    s.write_all(&[7u8; 1000]).unwrap();
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                s.local_addr().unwrap().port()
+            })
+            .collect()
+    });
+    server.join().unwrap();
+    // FIN + the probe's 1 s linger, then the host report's hold.
+    std::thread::sleep(Duration::from_millis(2500));
+    let metrics = probe.metrics(&b.p);
+    signal(probe.child.id(), libc::SIGTERM);
+    let st = wait_exit(&mut probe.child, Duration::from_secs(20), "xdprobe run");
+    assert!(st.success(), "{}", probe.log_text());
+    assert_eq!(loaded_host_programs(), before, "the host programs are gone");
+
+    let lines: Vec<Value> = std::fs::read_to_string(&probe.json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |t: &str| -> Vec<&Value> { lines.iter().filter(|v| v["type"] == t).collect() };
+    for port in &ports {
+        // The connect, by this test's own process.
+        let c = of("connect")
+            .into_iter()
+            .find(|v| v["sport"] == *port)
+            .unwrap_or_else(|| panic!("no connect line for port {port}"));
+        assert_eq!(c["pid"], std::process::id());
+        assert_eq!(c["outcome"], "established");
+        // The wire record (client 192.0.2.1:port) and the host report of
+        // the client's data, joined.
+        let j = of("joined")
+            .into_iter()
+            .find(|v| v["wire"]["client_port"] == *port && v["direction"] == "c2s")
+            .unwrap_or_else(|| panic!("no joined record for port {port}: {lines:#?}"));
+        assert_eq!(j["wire"]["server_port"], PORT);
+        assert!(j["wire"]["rtt_us"].as_u64().is_some(), "wire RTT: {j}");
+        assert_eq!(j["host"]["sport"], *port);
+        assert!(
+            j["host"]["t8"]["samples"].as_u64().is_some_and(|n| n >= 19),
+            "{j}"
+        );
+    }
+    // The endpoint's host families count what the reports count.
+    let count = |prefix: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix} in\n{metrics}"))
+    };
+    let t8: u64 = of("host_stack")
+        .iter()
+        .filter_map(|v| v["t8"]["samples"].as_u64())
+        .sum();
+    assert!(t8 >= 19 * CONNS as u64);
+    assert_eq!(
+        count("xdprobe_host_segment_latency_seconds_count{segment=\"T8\"}") as u64,
+        t8
+    );
+    assert!(count("xdprobe_host_connect_attempts_total{outcome=\"established\"}") >= CONNS as f64);
+    // Host-stack IPFIX records reached the collector file: a template set
+    // announcing 320 and a data set 320.
+    // The wire records' file is the wire exporter's own; the host-stack
+    // records are in FILE.host beside it.
+    let wire = std::fs::read(&ipfix).expect("collector file");
+    assert!(
+        wire.len() > 16 && wire[..2] == [0, 10],
+        "wire IPFIX file intact"
+    );
+    let bytes = std::fs::read(tmp.0.join("host.ipfix.host")).expect("host collector file");
+    let mut sets = Vec::new();
+    let mut at = 0;
+    while at + 16 <= bytes.len() {
+        assert_eq!(
+            u16::from_be_bytes([bytes[at], bytes[at + 1]]),
+            10,
+            "IPFIX version"
+        );
+        let len = usize::from(u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]));
+        let mut s = at + 16;
+        while s + 4 <= at + len {
+            let id = u16::from_be_bytes([bytes[s], bytes[s + 1]]);
+            let slen = usize::from(u16::from_be_bytes([bytes[s + 2], bytes[s + 3]]));
+            let first_template =
+                (id == 2).then(|| u16::from_be_bytes([bytes[s + 4], bytes[s + 5]]));
+            sets.push((id, first_template));
+            s += slen.max(4);
+        }
+        at += len.max(16);
+    }
+    assert!(sets.contains(&(2, Some(320))), "{sets:?}");
+    assert!(sets.iter().any(|s| s.0 == 320), "{sets:?}");
+}

@@ -5,6 +5,7 @@
 use crate::flow::record::FlowRecord;
 use crate::flow::table::Prepared;
 use crate::flow::{FlowConfig, FlowTable, TableStats};
+use crate::metrics::tsrtt::TsRttWorker;
 use crate::parse::{self, DropCounters, DropReason, LinkType, PacketMeta};
 use crate::source::pcap::RawPacket;
 
@@ -23,6 +24,8 @@ pub struct WorkerStats {
     pub active_flows: u64,
     pub drops: DropCounters,
     pub frag_unattributed: u64,
+    /// Timestamp-RTT counters and per-leg summaries.
+    pub ts_rtt: TsRttWorker,
 }
 
 pub struct Worker {
@@ -120,6 +123,7 @@ impl Worker {
             active_flows: self.table.len() as u64,
             drops: self.drops.clone(),
             frag_unattributed: self.table.frag_stats().unattributed,
+            ts_rtt: *self.table.ts_rtt_stats(),
         }
     }
 }

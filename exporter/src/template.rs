@@ -6,7 +6,10 @@
 //! Every collector has its own encoder and therefore its own template IDs
 //! space; the IDs below are per transport session.
 
-use crate::ie::{Field, NPM_ELEMENTS, Npm, PEN_NTOP, PEN_REVERSE, Side, VARLEN, Value, iana, ntop};
+use crate::ie::{
+    Field, NPM_ELEMENTS, Npm, PEN_NTOP, PEN_REVERSE, Side, V9_PRIVATE, VARLEN, Value, iana, ntop,
+    ts_rtt_elements,
+};
 
 /// Wire format of one collector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -280,6 +283,9 @@ pub fn flow_fields(
         ] {
             f.push(Field::iana(id, 4, v));
         }
+        for e in ts_rtt_elements() {
+            f.push(Field::iana(V9_PRIVATE | e.id, e.len, Value::Npm(e.value)));
+        }
     }
     if profile == Profile::Ntop {
         for (id, v) in [
@@ -360,5 +366,8 @@ mod tests {
             assert!(ids.contains(&id), "{id}");
         }
         assert!(t.v4.fields.iter().all(|f| f.pen == 0));
+        for id in 1040..=1051u16 {
+            assert!(ids.contains(&(V9_PRIVATE | id)), "{id}");
+        }
     }
 }

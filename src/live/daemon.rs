@@ -122,6 +122,7 @@ fn flow_config(cfg: &Config) -> FlowConfig {
         active_timeout: cfg.flow.active_timeout,
         tcp_linger: cfg.flow.tcp_end_linger,
         npm: cfg.flow.npm,
+        ts_rtt: cfg.flow.tcp_ts_rtt,
         ..FlowConfig::default()
     }
 }

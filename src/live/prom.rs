@@ -195,7 +195,49 @@ impl Report {
                 );
             }
         }
+        self.render_ts_rtt(&mut o);
         o
+    }
+
+    /// Timestamp RTT per worker and leg: a summary (quantiles of the last
+    /// complete 10 s window of packet time, NaN when there is none; sum and
+    /// count since start) and the counted events.
+    fn render_ts_rtt(&self, o: &mut String) {
+        let name = "xdprobe_tcp_ts_rtt_seconds";
+        let _ = writeln!(
+            o,
+            "# HELP {name} RTT from TCP timestamps, probe -> endpoint -> probe, by leg (server: probe -> server -> probe); quantiles over the last complete 10 s window.\n# TYPE {name} summary"
+        );
+        let secs = |us: Option<u32>| us.map_or(f64::NAN, |v| f64::from(v) / 1e6);
+        for r in &self.queues {
+            let ts = &r.worker.flows.ts_rtt;
+            for (leg, t) in [("server", ts.server()), ("client", ts.client())] {
+                let labels = format!(
+                    "iface=\"{}\",queue=\"{}\",leg=\"{leg}\"",
+                    r.iface, r.worker.queue
+                );
+                let w = t.last_window.map(|(s, _)| s).unwrap_or_default();
+                for (q, v) in [("0.5", w.p50_us), ("0.9", w.p90_us)] {
+                    let _ = writeln!(o, "{name}{{{labels},quantile=\"{q}\"}} {}", secs(v));
+                }
+                let _ = writeln!(o, "{name}_sum{{{labels}}} {}", t.sum_us as f64 / 1e6);
+                let _ = writeln!(o, "{name}_count{{{labels}}} {}", t.count);
+            }
+        }
+        counter(
+            o,
+            "xdprobe_tcp_ts_rtt_events_total",
+            "Timestamp-RTT events by kind: TSvals not remembered (untracked), dropped unanswered (expired), echoes of unremembered TSvals (missed), bad input (echo_unseen, tsval_backwards, time_backwards), one-sided flows.",
+        );
+        for r in &self.queues {
+            for (event, v) in r.worker.flows.ts_rtt.counters.iter() {
+                let _ = writeln!(
+                    o,
+                    "xdprobe_tcp_ts_rtt_events_total{{iface=\"{}\",queue=\"{}\",event=\"{event}\"}} {v}",
+                    r.iface, r.worker.queue
+                );
+            }
+        }
     }
 
     /// The periodic log line's fields, summed over queues.

@@ -17,6 +17,8 @@ use super::key::{FlowKey, Roles, Side};
 use super::lru::{Heads, Linked, Links, ListId};
 use super::record::{Dir, DirStats, EndReason, FlowRecord, Npm};
 use crate::metrics::L4Metrics;
+use crate::metrics::tcp::TsCtx;
+use crate::metrics::tsrtt::{TsRtt, TsRttWorker};
 use crate::parse::{Fragment, L4, PacketMeta, TcpFlags};
 use crate::time::Timestamp;
 
@@ -36,6 +38,9 @@ pub struct FlowConfig {
     /// Compute NPM metrics (RTT, SRT, retransmissions). Off only to measure
     /// their cost.
     pub npm: bool,
+    /// With `npm`: continuous RTT from the TCP timestamp option
+    /// (`metrics::tsrtt`), at `size_of::<TsRtt>()` more bytes per flow slot.
+    pub ts_rtt: bool,
     /// Datagrams whose first fragment is remembered at once.
     pub frag_capacity: usize,
 }
@@ -48,6 +53,7 @@ impl Default for FlowConfig {
             active_timeout: Duration::from_secs(300),
             tcp_linger: Duration::from_secs(2),
             npm: true,
+            ts_rtt: true,
             frag_capacity: 4096,
         }
     }
@@ -105,7 +111,8 @@ impl Flow {
         }
     }
 
-    fn record(&self, reason: EndReason) -> FlowRecord {
+    /// This flow's record; `ts` is its timestamp-RTT column entry.
+    fn record(&self, reason: EndReason, ts: Option<&TsRtt>) -> FlowRecord {
         let (client_addr, client_port) = self.key.endpoint(self.client);
         let (server_addr, server_port) = self.key.endpoint(self.client.other());
         let dir = |c: &Counters| DirStats {
@@ -131,7 +138,7 @@ impl Flow {
             npm: Npm::default(),
             seq_in_flow: self.seq_in_flow,
         };
-        self.metrics.fill(&mut rec);
+        self.metrics.fill(&mut rec, ts);
         rec
     }
 
@@ -219,6 +226,12 @@ pub struct FlowTable {
     index: HashTable<IndexSlot>,
     hasher: hashbrown::DefaultHashBuilder,
     slab: Slab,
+    /// Timestamp-RTT state by slab slot (`ts_col[i]` belongs to the flow in
+    /// slot `i` once its tracker says so), kept apart from the flow entry
+    /// so packets without the option, and flows without it, never touch
+    /// it. Empty when the feature is off; else as long as the slab.
+    ts_col: Vec<TsRtt>,
+    ts_stats: TsRttWorker,
     free: Vec<u32>,
     lists: Heads,
     frags: FragTable,
@@ -242,6 +255,13 @@ impl FlowTable {
         let capacity = cfg.capacity.clamp(1, u32::MAX as usize - 1);
         let slab: Vec<Flow> = Vec::with_capacity(capacity);
         super::mem::advise_huge_pages(slab.as_ptr(), capacity * std::mem::size_of::<Flow>());
+        let ts_col: Vec<TsRtt> = if cfg.npm && cfg.ts_rtt {
+            let v = Vec::with_capacity(capacity);
+            super::mem::advise_huge_pages(v.as_ptr(), capacity * std::mem::size_of::<TsRtt>());
+            v
+        } else {
+            Vec::new()
+        };
         FlowTable {
             cfg_idle_ns: dur_ns(cfg.idle_timeout),
             cfg_active_ns: dur_ns(cfg.active_timeout),
@@ -251,6 +271,8 @@ impl FlowTable {
             index: HashTable::with_capacity(capacity),
             hasher: hashbrown::DefaultHashBuilder::default(),
             slab: Slab(slab),
+            ts_col,
+            ts_stats: TsRttWorker::default(),
             free: Vec::with_capacity(capacity),
             lists: Heads::default(),
             frags: FragTable::new(cfg.frag_capacity),
@@ -274,6 +296,11 @@ impl FlowTable {
 
     pub fn frag_stats(&self) -> super::frag::FragStats {
         self.frags.stats
+    }
+
+    /// Timestamp-RTT counters and per-leg summaries of this table's flows.
+    pub fn ts_rtt_stats(&self) -> &TsRttWorker {
+        &self.ts_stats
     }
 
     /// Accounts one parsed packet captured at `ts`; finished records go to
@@ -334,6 +361,11 @@ impl FlowTable {
             && let Some(f) = self.slab.0.get(i as usize)
         {
             prefetch(f, std::mem::size_of::<Flow>());
+            if let Some(t) = self.ts_col.get(i as usize)
+                && pkt.tcp().is_some_and(|t| t.options.timestamp.is_some())
+            {
+                prefetch(t, std::mem::size_of::<TsRtt>());
+            }
         }
     }
 
@@ -426,7 +458,11 @@ impl FlowTable {
                 now_closing = true;
             }
         }
-        f.metrics.on_packet(dir, pkt, ts);
+        let tsrtt = self.ts_col.get_mut(i as usize).map(|flow| TsCtx {
+            flow,
+            worker: &mut self.ts_stats,
+        });
+        f.metrics.on_packet(dir, pkt, ts, tsrtt);
         if now_closing {
             let due = now.saturating_add_nanos(linger);
             self.next_deadline = self.next_deadline.min(due);
@@ -488,6 +524,10 @@ impl FlowTable {
             }
             None => {
                 self.slab.0.push(flow);
+                if self.ts_col.capacity() > 0 {
+                    // Within the reserved capacity: no reallocation.
+                    self.ts_col.push(TsRtt::default());
+                }
                 (self.slab.0.len() - 1) as u32
             }
         };
@@ -517,7 +557,7 @@ impl FlowTable {
         let f = &self.slab.0[i as usize];
         if f.packets() > 0 {
             self.stats.records += 1;
-            out(f.record(reason));
+            out(f.record(reason, self.ts_col.get(i as usize)));
         }
         let hash = f.hash;
         if let Ok(e) = self.index.find_entry(hash, |s| s.idx == i) {

@@ -48,6 +48,7 @@ fn cfg() -> FlowConfig {
         active_timeout: Duration::from_secs(60),
         tcp_linger: Duration::from_secs(1),
         npm: false,
+        ts_rtt: false,
         frag_capacity: 4,
     }
 }

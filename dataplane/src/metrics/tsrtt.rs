@@ -1,0 +1,437 @@
+//! Continuous RTT from the TCP timestamp option (RFC 7323 §3–4), all
+//! through a flow's life, the way passive ping tools measure it
+//! (Kathleen Nichols' pping; ePPing, xdp-project/bpf-examples).
+//!
+//! A segment's TSval is remembered with the capture time of the *first*
+//! segment that carried it; the first segment of the other direction whose
+//! TSecr echoes it closes one sample: probe → that endpoint → probe. A
+//! sample from a client TSval is the server leg (like `t_snt`), one from a
+//! server TSval the client leg (like `t_cnt`); their sum is the RTT at the
+//! probe's position, all through the flow. The echo leaves the endpoint with
+//! its next segment, so a leg includes that endpoint's delay before it
+//! answers (a delayed ACK, or an application that sends later), as every
+//! timestamp-based RTT does.
+//!
+//! Rules (each tested in `tsrtt_tests.rs`):
+//! - **First sighting only.** Only a TSval newer than every TSval seen
+//!   from that side (32-bit modular order, as RFC 7323 §5.2 compares them)
+//!   is remembered; a repeat (many segments per clock tick, a retransmission
+//!   or duplicate that reuses its TSval) is not a new sighting, and an older
+//!   one (reordered before the probe) is counted `tsval_backwards`. A
+//!   retransmission with a fresh TSval (Linux, RFC 7323 §3.2) is a new
+//!   sighting: its echo times that very copy, without Karn's ambiguity.
+//! - **First echo only.** A TSecr is read only on segments with ACK set
+//!   (RFC 7323 §3.2); a matched TSval leaves the ring, so later echoes of it
+//!   (every ACK until the next tick) give nothing.
+//! - **Bounded state.** Each direction keeps at most [`PENDING`] TSvals
+//!   waiting for their echo, in arrival order. When a new one arrives and
+//!   the ring is full, the oldest is dropped (counted `expired`) if the
+//!   other side has already echoed something newer, so it will not be
+//!   echoed; otherwise every entry is still in flight and the *new* TSval is
+//!   not remembered (`untracked`). Dropping in-flight entries instead would
+//!   give no sample at all once more than [`PENDING`] clock ticks are in
+//!   flight (a Linux sender ticks every 1 ms, so any leg longer than 8 ms
+//!   under bulk load); this way a leg yields up to [`PENDING`] samples per
+//!   round trip, whatever its length. An echo of a TSval that was seen but
+//!   not remembered is counted per leg as `missed`, so `count + missed`
+//!   is the number of distinct TSvals echoed (while echoes arrive in order).
+//! - **Bad input is counted, never sampled**: a TSecr echoing nothing this
+//!   side was seen to send (`echo_unseen`: a flow picked up mid-stream, a
+//!   bogus value), an echo captured before its TSval (`time_backwards`:
+//!   capture timestamps going backwards), the option on one side only
+//!   (`one_sided_flows`, decided by the TCP tracker).
+//! - **Wrap-around**: TSvals compare modulo 2^32; times are kept as µs
+//!   offsets from a per-flow base that moves forward when a flow outlives
+//!   2^31 µs (36 min) of offsets, so no sample is ever computed across a
+//!   wrapped value.
+//!
+//! The state lives in a column of the flow table beside the flow entry
+//! ([`TsRtt`], 304 bytes), touched only by segments carrying the option;
+//! no allocation, time from capture timestamps only.
+
+use super::sketch::{RttSketch, Summary};
+use crate::flow::record::{Dir, TsRttLeg, TsRttRecord};
+use crate::time::Timestamp;
+
+/// TSvals a direction remembers while they wait for their echo.
+pub const PENDING: usize = 8;
+
+/// Offsets from the base beyond this move the base forward.
+const REBASE_AT_US: u64 = 1 << 31;
+/// How far behind the current time the moved base lands: entries older
+/// than this (18 min) are dropped as expired.
+const REBASE_KEEP_US: u64 = 1 << 30;
+
+/// A TSval (RFC 7323 §3.2): a 32-bit clock, compared modulo 2^32.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TsVal(pub u32);
+
+impl TsVal {
+    /// `self` is later than `other` in modular order (RFC 7323 §5.2).
+    #[inline]
+    pub const fn after(self, other: TsVal) -> bool {
+        (self.0.wrapping_sub(other.0) as i32) > 0
+    }
+
+    #[inline]
+    pub const fn before(self, other: TsVal) -> bool {
+        other.after(self)
+    }
+}
+
+const HAVE_VAL: u8 = 1;
+const HAVE_ECHO: u8 = 1 << 1;
+const HAVE_BAD_ECHO: u8 = 1 << 2;
+
+/// TSvals one direction sent and the probe saw, waiting for their echo
+/// (80 bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Pending {
+    /// A FIFO ring in arrival order (and so in TSval order).
+    vals: [u32; PENDING],
+    /// Capture time of each value's first sighting, µs from `TsRtt::base_us`.
+    at: [u32; PENDING],
+    head: u8,
+    len: u8,
+    flags: u8,
+    /// The first and newest TSval seen from this side (valid with HAVE_VAL).
+    first: TsVal,
+    newest: TsVal,
+    /// The newest TSval of this side the other side was seen to echo
+    /// (valid with HAVE_ECHO).
+    echoed: TsVal,
+    /// The last TSecr counted as echoing nothing seen (HAVE_BAD_ECHO), so
+    /// a bogus value repeated on every ACK counts once.
+    bad_echo: u32,
+}
+
+impl Pending {
+    #[inline]
+    fn has(&self, f: u8) -> bool {
+        self.flags & f != 0
+    }
+
+    #[inline]
+    fn slot(&self, i: usize) -> usize {
+        (usize::from(self.head) + i) % PENDING
+    }
+
+    /// A TSval on a segment from this side, at offset `now`.
+    #[inline]
+    fn on_tsval(&mut self, v: TsVal, now: u32, c: &mut TsRttCounters) {
+        if !self.has(HAVE_VAL) {
+            self.first = v;
+            self.flags |= HAVE_VAL;
+        } else if v == self.newest {
+            return;
+        } else if !v.after(self.newest) {
+            c.tsval_backwards += 1;
+            return;
+        }
+        self.newest = v;
+        if usize::from(self.len) == PENDING {
+            let oldest = TsVal(self.vals[usize::from(self.head)]);
+            if self.has(HAVE_ECHO) && !oldest.after(self.echoed) {
+                self.remove(0);
+                c.expired += 1;
+            } else {
+                c.untracked += 1;
+                return;
+            }
+        }
+        let i = self.slot(usize::from(self.len));
+        self.vals[i] = v.0;
+        self.at[i] = now;
+        self.len += 1;
+    }
+
+    /// Removes the `i`-th oldest entry, keeping the order of the rest.
+    fn remove(&mut self, i: usize) {
+        let len = usize::from(self.len);
+        if i >= len {
+            return;
+        }
+        if i == 0 {
+            self.head = ((usize::from(self.head) + 1) % PENDING) as u8;
+        } else {
+            for j in i..len - 1 {
+                let (dst, src) = (self.slot(j), self.slot(j + 1));
+                self.vals[dst] = self.vals[src];
+                self.at[dst] = self.at[src];
+            }
+        }
+        self.len -= 1;
+    }
+
+    /// Drops entries first seen before offset `cut` and shifts the rest
+    /// down by it (the base moved forward by `cut`).
+    fn rebase(&mut self, cut: u32, c: &mut TsRttCounters) {
+        let mut i = 0;
+        while i < usize::from(self.len) {
+            let s = self.slot(i);
+            if self.at[s] < cut {
+                self.remove(i);
+                c.expired += 1;
+            } else {
+                self.at[s] -= cut;
+                i += 1;
+            }
+        }
+    }
+}
+
+/// What one echo did.
+enum Echo {
+    /// A sample, µs.
+    Sample(u32),
+    /// Nothing to record, or a counted anomaly.
+    Nothing,
+    /// A seen TSval, echoed for the first time, that was not remembered.
+    Missed,
+}
+
+impl Pending {
+    /// A TSecr `e` from the other side echoing this side's TSvals.
+    #[inline]
+    fn on_echo(&mut self, e: TsVal, now: u32, c: &mut TsRttCounters) -> Echo {
+        if self.has(HAVE_ECHO) && e == self.echoed {
+            return Echo::Nothing; // The usual case: every ACK repeats it.
+        }
+        let seen = self.has(HAVE_VAL) && !e.before(self.first) && !e.after(self.newest);
+        if !seen {
+            if !(self.has(HAVE_BAD_ECHO) && self.bad_echo == e.0) {
+                c.echo_unseen += 1;
+                self.bad_echo = e.0;
+                self.flags |= HAVE_BAD_ECHO;
+            }
+            return Echo::Nothing;
+        }
+        let first_echo = !self.has(HAVE_ECHO) || e.after(self.echoed);
+        if first_echo {
+            self.echoed = e;
+            self.flags |= HAVE_ECHO;
+        }
+        let found = (0..usize::from(self.len)).find(|&i| self.vals[self.slot(i)] == e.0);
+        match found {
+            Some(i) => {
+                let at = self.at[self.slot(i)];
+                self.remove(i);
+                match now.checked_sub(at) {
+                    Some(us) => Echo::Sample(us),
+                    None => {
+                        c.time_backwards += 1;
+                        Echo::Nothing
+                    }
+                }
+            }
+            None if first_echo => Echo::Missed,
+            // An older echo than one seen before (reordered ACKs) of a value
+            // matched or dropped already.
+            None => Echo::Nothing,
+        }
+    }
+}
+
+/// Per-flow timestamp-RTT state: the two directions' pending TSvals and
+/// this interval's samples per leg (304 bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TsRtt {
+    /// Capture time (µs) the offsets in `pending` count from.
+    base_us: u64,
+    /// By the direction that sent the TSvals.
+    pending: [Pending; 2],
+    /// By the direction whose TSvals were echoed: C2S = server leg.
+    legs: [RttSketch; 2],
+    missed: [u32; 2],
+}
+
+impl TsRtt {
+    /// Starts afresh for a new flow whose first segment with the option is
+    /// captured at `ts`.
+    pub fn start(&mut self, ts: Timestamp) {
+        *self = TsRtt {
+            base_us: ts.as_micros(),
+            ..TsRtt::default()
+        };
+    }
+
+    /// One segment travelling in `dir` with the option: its TSval, and its
+    /// TSecr when it is to be read (ACK set, and the other side uses the
+    /// option).
+    #[inline]
+    pub fn on_segment(
+        &mut self,
+        dir: Dir,
+        tsval: u32,
+        tsecr: Option<u32>,
+        ts: Timestamp,
+        w: &mut TsRttWorker,
+    ) {
+        let us = ts.as_micros();
+        let Some(mut off) = us.checked_sub(self.base_us) else {
+            // Captured before the flow's first timestamped segment.
+            w.counters.time_backwards += 1;
+            return;
+        };
+        if off >= REBASE_AT_US {
+            let cut = off - REBASE_KEEP_US;
+            self.base_us += cut;
+            let cut = u32::try_from(cut).unwrap_or(u32::MAX);
+            for p in &mut self.pending {
+                p.rebase(cut, &mut w.counters);
+            }
+            off = REBASE_KEEP_US;
+        }
+        let off = off as u32; // < 2^31 here.
+        self.pending[dir.index()].on_tsval(TsVal(tsval), off, &mut w.counters);
+        if let Some(e) = tsecr {
+            let rev = dir.reverse();
+            match self.pending[rev.index()].on_echo(TsVal(e), off, &mut w.counters) {
+                Echo::Sample(rtt) => {
+                    self.legs[rev.index()].add(rtt);
+                    w.add(rev, rtt, us);
+                }
+                Echo::Missed => {
+                    let m = &mut self.missed[rev.index()];
+                    *m = m.saturating_add(1);
+                    w.counters.missed += 1;
+                }
+                Echo::Nothing => {}
+            }
+        }
+    }
+
+    /// This interval's figures.
+    pub fn record(&self) -> TsRttRecord {
+        let leg = |d: Dir| {
+            let s = self.legs[d.index()].summary();
+            TsRttLeg {
+                count: s.count,
+                min_us: s.min_us,
+                mean_us: s.mean_us,
+                max_us: s.max_us,
+                p50_us: s.p50_us,
+                p90_us: s.p90_us,
+                missed: self.missed[d.index()],
+            }
+        };
+        TsRttRecord {
+            server: leg(Dir::C2S),
+            client: leg(Dir::S2C),
+        }
+    }
+
+    /// A new interval: samples restart, pending TSvals carry over.
+    pub fn reset_interval(&mut self) {
+        self.legs = Default::default();
+        self.missed = [0; 2];
+    }
+}
+
+/// Counted events of timestamp RTT, per worker (summed when read).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TsRttCounters {
+    /// New TSvals not remembered: the ring was full of in-flight ones.
+    pub untracked: u64,
+    /// Remembered TSvals dropped unanswered (superseded, or older than the
+    /// rebase horizon).
+    pub expired: u64,
+    /// Echoes of TSvals that were seen but not remembered.
+    pub missed: u64,
+    /// TSecr values echoing nothing the other side was seen to send.
+    pub echo_unseen: u64,
+    /// TSvals older than one already seen from the same side.
+    pub tsval_backwards: u64,
+    /// Echoes captured before their TSval, or segments captured before the
+    /// flow's first timestamped one.
+    pub time_backwards: u64,
+    /// Flows where one side carries the option and the other does not.
+    pub one_sided_flows: u64,
+}
+
+impl TsRttCounters {
+    /// (name, value) pairs, for logs and the metrics endpoint.
+    pub fn iter(&self) -> [(&'static str, u64); 7] {
+        [
+            ("untracked", self.untracked),
+            ("expired", self.expired),
+            ("missed", self.missed),
+            ("echo_unseen", self.echo_unseen),
+            ("tsval_backwards", self.tsval_backwards),
+            ("time_backwards", self.time_backwards),
+            ("one_sided_flows", self.one_sided_flows),
+        ]
+    }
+}
+
+/// How long a worker's quantile window lasts, in packet time.
+pub const WINDOW_US: u64 = 10_000_000;
+
+/// One leg's samples across all of a worker's flows: running totals and
+/// the quantiles of the last complete window.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LegTotals {
+    pub count: u64,
+    pub sum_us: u64,
+    /// The last complete window's summary and when it ended (capture µs).
+    pub last_window: Option<(Summary, u64)>,
+}
+
+/// A worker's timestamp-RTT statistics: counters and per-leg summaries.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TsRttWorker {
+    pub counters: TsRttCounters,
+    /// By the direction whose TSvals were echoed (C2S = server leg).
+    legs: [LegTotals; 2],
+    window: [RttSketch; 2],
+    window_start_us: u64,
+}
+
+impl TsRttWorker {
+    /// One sample of the leg whose TSvals `dir` sent, at capture time `now`.
+    #[inline]
+    fn add(&mut self, dir: Dir, us: u32, now_us: u64) {
+        if self.window_start_us == 0 {
+            self.window_start_us = now_us;
+        } else if now_us.saturating_sub(self.window_start_us) >= WINDOW_US {
+            self.roll(now_us);
+        }
+        let l = &mut self.legs[dir.index()];
+        l.count += 1;
+        l.sum_us += u64::from(us);
+        self.window[dir.index()].add(us);
+    }
+
+    fn roll(&mut self, now_us: u64) {
+        // The window ended a whole number of windows after it started.
+        let n = now_us.saturating_sub(self.window_start_us) / WINDOW_US;
+        let end = self.window_start_us + n * WINDOW_US;
+        for (l, w) in self.legs.iter_mut().zip(&mut self.window) {
+            l.last_window = (w.count() > 0 && n == 1).then(|| (w.summary(), end));
+            w.clear();
+        }
+        self.window_start_us = end;
+    }
+
+    /// Leg totals by leg: `server` = samples of client TSvals.
+    pub fn server(&self) -> &LegTotals {
+        &self.legs[Dir::C2S.index()]
+    }
+
+    pub fn client(&self) -> &LegTotals {
+        &self.legs[Dir::S2C.index()]
+    }
+
+    /// Closes the current window if packet time `now` is past it (a quiet
+    /// worker's tick), so the published quantiles do not go stale.
+    pub fn tick(&mut self, now: Timestamp) {
+        let now_us = now.as_micros();
+        if self.window_start_us != 0 && now_us.saturating_sub(self.window_start_us) >= WINDOW_US {
+            self.roll(now_us);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "tsrtt_tests.rs"]
+mod tests;

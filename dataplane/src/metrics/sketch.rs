@@ -1,5 +1,5 @@
 //! A fixed-size summary of RTT samples: count, sum, min, max and estimates
-//! of the median and the 90th percentile, in 64 bytes whatever the number
+//! of the median and the 90th percentile, in 96 bytes whatever the number
 //! of samples.
 //!
 //! The estimates are the P² algorithm (R. Jain, I. Chlamtac, "The P²
@@ -12,21 +12,29 @@
 //! passes one rank on and nudges the inner ones towards their ideal ranks
 //! with a piecewise-parabolic fit, so the cost per sample is constant.
 //!
-//! Up to [`MARKERS`] samples the markers *are* the samples, sorted, and the
-//! quantiles are exact (linear interpolation between closest ranks, the
-//! definition `numpy.quantile` uses by default). Beyond that the median and
-//! p90 are estimates: within 5 rank percent from 1000 samples on in the
+//! Up to [`EXACT`] (20) samples are kept as they are and the quantiles are
+//! exact (linear interpolation between closest ranks, the definition
+//! `numpy.quantile` uses by default); then the markers start at their ideal
+//! ranks among those 20, and the median and p90 are estimates: within 5 rank percent from 1000 samples on in the
 //! tests below (10 at 50 samples; much closer on smooth distributions); on
 //! a sudden shift (a delay change inside one interval) they lag towards the
 //! new mode for a while, which is one reason records report per interval.
 
 /// Number of markers: min, four inner ones around p50 and p90, max.
 pub const MARKERS: usize = 7;
+/// Samples kept exactly before the markers take over: the smallest number
+/// whose ideal marker ranks are all distinct integers, so the markers start
+/// on their targets instead of converging from ranks 0..6.
+pub const EXACT: usize = 20;
 
 /// Rank (as a fraction of the samples) each marker aims at.
 const RANKS: [f64; MARKERS] = [0.0, 0.25, 0.5, 0.7, 0.9, 0.95, 1.0];
 const P50_MARKER: usize = 2;
 const P90_MARKER: usize = 4;
+/// Words of `RttSketch::w` holding the marker heights (f32 bits) and the
+/// inner markers' ranks, once past [`EXACT`] samples.
+const Q: usize = 0;
+const N: usize = MARKERS;
 
 /// What a summary says, µs; `None` without samples.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,22 +47,21 @@ pub struct Summary {
     pub p90_us: Option<u32>,
 }
 
-/// Samples of one reporting interval (64 bytes).
+/// Samples of one reporting interval (96 bytes).
 ///
-/// Heights are `f32`: a µs value below 2^24 (16.7 s) is exact, a larger
-/// one keeps 24 significant bits. The sum is exact (`u64` µs).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// Up to [`EXACT`] samples, `w` holds them sorted. Beyond, it holds the
+/// seven marker heights as `f32` bits (a µs value below 2^24, 16.7 s, is
+/// exact; a larger one keeps 24 significant bits) and the 0-based ranks of
+/// the inner markers 1..=5 (marker 0 is at rank 0, marker 6 at
+/// `count - 1`). The sum is exact (`u64` µs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RttSketch {
     sum_us: u64,
     count: u32,
-    /// Marker heights; while `count <= MARKERS`, the samples so far, sorted.
-    q: [f32; MARKERS],
-    /// 0-based ranks of the inner markers 1..=5 (marker 0 is at rank 0 and
-    /// marker 6 at `count - 1`).
-    n: [u32; MARKERS - 2],
+    w: [u32; EXACT],
 }
 
-const _: () = assert!(size_of::<RttSketch>() <= 64);
+const _: () = assert!(size_of::<RttSketch>() <= 96);
 
 impl RttSketch {
     pub fn count(&self) -> u32 {
@@ -66,47 +73,75 @@ impl RttSketch {
         *self = RttSketch::default();
     }
 
-    /// Rank of marker `i`.
+    #[inline]
+    fn exact(&self) -> bool {
+        self.count as usize <= EXACT
+    }
+
+    #[inline]
+    fn q(&self, i: usize) -> f64 {
+        f64::from(f32::from_bits(self.w[Q + i]))
+    }
+
+    #[inline]
+    fn set_q(&mut self, i: usize, v: f64) {
+        self.w[Q + i] = (v as f32).to_bits();
+    }
+
+    /// Rank of marker `i` (markers mode).
     #[inline]
     fn rank(&self, i: usize) -> f64 {
         match i {
             0 => 0.0,
             6 => f64::from(self.count - 1),
-            _ => f64::from(self.n[i - 1]),
+            _ => f64::from(self.w[N + i - 1]),
+        }
+    }
+
+    /// From [`EXACT`] sorted samples to markers at their ideal ranks.
+    fn start_markers(&mut self) {
+        let s = self.w;
+        let last = (EXACT - 1) as f64;
+        for (i, want) in RANKS.iter().enumerate() {
+            let r = (want * last).round() as usize;
+            self.set_q(i, f64::from(s[r]));
+            if (1..MARKERS - 1).contains(&i) {
+                self.w[N + i - 1] = r as u32;
+            }
         }
     }
 
     /// Adds one sample (µs).
     pub fn add(&mut self, us: u32) {
         self.sum_us = self.sum_us.saturating_add(u64::from(us));
-        let x = us as f32;
         let c = self.count as usize;
-        if c < MARKERS {
+        if c < EXACT {
             // Insertion into the sorted prefix.
             let mut i = c;
-            while i > 0 && self.q[i - 1] > x {
-                self.q[i] = self.q[i - 1];
+            while i > 0 && self.w[i - 1] > us {
+                self.w[i] = self.w[i - 1];
                 i -= 1;
             }
-            self.q[i] = x;
+            self.w[i] = us;
             self.count += 1;
-            if self.count as usize == MARKERS {
-                self.n = [1, 2, 3, 4, 5];
-            }
             return;
         }
+        if c == EXACT {
+            self.start_markers();
+        }
         self.count = self.count.saturating_add(1);
+        let x = f64::from(us as f32);
         // The cell the sample falls in; the outer markers follow it.
-        let k = if x < self.q[0] {
-            self.q[0] = x;
+        let k = if x < self.q(0) {
+            self.set_q(0, x);
             0
-        } else if x >= self.q[6] {
-            self.q[6] = x;
+        } else if x >= self.q(6) {
+            self.set_q(6, x);
             5
         } else {
-            (1..MARKERS).find(|&i| x < self.q[i]).unwrap_or(MARKERS - 1) - 1
+            (1..MARKERS).find(|&i| x < self.q(i)).unwrap_or(MARKERS - 1) - 1
         };
-        for r in &mut self.n[k..] {
+        for r in &mut self.w[N + k..N + MARKERS - 2] {
             *r += 1;
         }
         let last = f64::from(self.count - 1);
@@ -115,11 +150,7 @@ impl RttSketch {
             let (prev, here, next) = (self.rank(i - 1), self.rank(i), self.rank(i + 1));
             if (d >= 1.0 && next - here > 1.0) || (d <= -1.0 && prev - here < -1.0) {
                 let s = d.signum();
-                let (qp, qh, qn) = (
-                    f64::from(self.q[i - 1]),
-                    f64::from(self.q[i]),
-                    f64::from(self.q[i + 1]),
-                );
+                let (qp, qh, qn) = (self.q(i - 1), self.q(i), self.q(i + 1));
                 // Piecewise-parabolic prediction (P² formula), kept only
                 // if it stays between the neighbours; linear otherwise.
                 let para = qh
@@ -133,27 +164,27 @@ impl RttSketch {
                 } else {
                     qh - (qp - qh) / (prev - here)
                 };
-                self.q[i] = h as f32;
-                let r = &mut self.n[i - 1];
+                self.set_q(i, h);
+                let r = &mut self.w[N + i - 1];
                 *r = if s > 0.0 { *r + 1 } else { *r - 1 };
             }
         }
     }
 
-    /// Quantile `p` of the samples so far: exact up to [`MARKERS`]
-    /// samples, else the marker's height.
+    /// Quantile `p`: exact up to [`EXACT`] samples, else the marker's
+    /// height.
     fn quantile(&self, p: f64, marker: usize) -> Option<u32> {
         let c = self.count as usize;
         let v = match c {
             0 => return None,
-            1..=MARKERS => {
+            _ if self.exact() => {
                 let h = p * (c - 1) as f64;
                 let lo = h.floor() as usize;
                 let hi = (lo + 1).min(c - 1);
                 let f = h - lo as f64;
-                f64::from(self.q[lo]) + f * (f64::from(self.q[hi]) - f64::from(self.q[lo]))
+                f64::from(self.w[lo]) + f * (f64::from(self.w[hi]) - f64::from(self.w[lo]))
             }
-            _ => f64::from(self.q[marker]),
+            _ => self.q(marker),
         };
         Some(round_us(v))
     }
@@ -163,19 +194,19 @@ impl RttSketch {
             return Summary::default();
         }
         let c = self.count as usize;
-        let max = if c <= MARKERS {
-            self.q[c - 1]
+        let (min, max) = if self.exact() {
+            (f64::from(self.w[0]), f64::from(self.w[c - 1]))
         } else {
-            self.q[6]
+            (self.q(0), self.q(6))
         };
         Summary {
             count: self.count,
-            min_us: Some(round_us(f64::from(self.q[0]))),
+            min_us: Some(round_us(min)),
             mean_us: Some(
                 u32::try_from((self.sum_us + u64::from(self.count) / 2) / u64::from(self.count))
                     .unwrap_or(u32::MAX),
             ),
-            max_us: Some(round_us(f64::from(max))),
+            max_us: Some(round_us(max)),
             p50_us: self.quantile(0.5, P50_MARKER),
             p90_us: self.quantile(0.9, P90_MARKER),
         }
@@ -218,10 +249,14 @@ mod tests {
     }
 
     #[test]
-    fn metrics_sketch_exact_up_to_seven_samples() {
+    fn metrics_sketch_exact_up_to_twenty_samples() {
         let mut s = RttSketch::default();
         assert_eq!(s.summary(), Summary::default());
-        let xs = [900u32, 100, 500, 300, 700, 200, 800];
+        let xs = [
+            900u32, 100, 500, 300, 700, 200, 800, 150, 50, 1_000, 20, 640, 641, 9, 77, 3_000, 1, 2,
+            500, 480,
+        ];
+        assert_eq!(xs.len(), EXACT);
         let mut seen = Vec::new();
         for &x in &xs {
             s.add(x);
@@ -234,7 +269,8 @@ mod tests {
             assert_eq!(m.p50_us, Some(exact(&seen, 0.5).round() as u32), "{seen:?}");
             assert_eq!(m.p90_us, Some(exact(&seen, 0.9).round() as u32), "{seen:?}");
         }
-        assert_eq!(s.summary().mean_us, Some(500));
+        let sum: u32 = xs.iter().sum();
+        assert_eq!(s.summary().mean_us, Some((sum + 10) / 20));
     }
 
     /// The estimates stay within 5 rank percent of the true quantile from
@@ -264,7 +300,7 @@ mod tests {
             ),
         ];
         for (name, g) in &shapes {
-            for n in [50usize, 1_000, 20_000] {
+            for n in [21usize, 50, 1_000, 20_000] {
                 let mut r = rng(n as u64);
                 let xs: Vec<u32> = (0..n).map(|_| g(&mut r) as u32).collect();
                 let mut s = RttSketch::default();

@@ -46,7 +46,7 @@
 //!   wrapped value.
 //!
 //! The state lives in a column of the flow table beside the flow entry
-//! ([`TsRtt`], 304 bytes), touched only by segments carrying the option;
+//! ([`TsRtt`], 376 bytes), touched only by segments carrying the option;
 //! no allocation, time from capture timestamps only.
 
 use super::sketch::{RttSketch, Summary};
@@ -84,7 +84,7 @@ const HAVE_ECHO: u8 = 1 << 1;
 const HAVE_BAD_ECHO: u8 = 1 << 2;
 
 /// TSvals one direction sent and the probe saw, waiting for their echo
-/// (80 bytes).
+/// (84 bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Pending {
     /// A FIFO ring in arrival order (and so in TSval order).
@@ -233,7 +233,7 @@ impl Pending {
 }
 
 /// Per-flow timestamp-RTT state: the two directions' pending TSvals and
-/// this interval's samples per leg (304 bytes).
+/// this interval's samples per leg (376 bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct TsRtt {
     /// Capture time (µs) the offsets in `pending` count from.

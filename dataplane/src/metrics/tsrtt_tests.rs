@@ -493,5 +493,5 @@ fn metrics_tsrtt_simulated_endpoints_match_brute_force() {
 
 #[test]
 fn metrics_tsrtt_state_sizes() {
-    assert!(size_of::<TsRtt>() <= 320, "{}", size_of::<TsRtt>());
+    assert_eq!(size_of::<TsRtt>(), 376);
 }

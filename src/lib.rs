@@ -3,3 +3,10 @@
 //! the privileged integration tests in `tests/live_*.rs` share one copy.
 
 pub mod live;
+
+/// The demo's impairing user-space bridge (seeded delay and loss), in the
+/// library so the live tests drive the same one.
+#[path = "demo/bridge.rs"]
+pub mod bridge;
+#[path = "demo/packet.rs"]
+mod packet;

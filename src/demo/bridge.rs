@@ -1,6 +1,8 @@
 //! The impairing bridge: a user-space Ethernet bridge between two
 //! interfaces of the middle namespace (the kernel here has no netem), with
-//! a fixed one-way delay and a seeded random loss per direction.
+//! a one-way delay and a seeded random loss per direction. The delay can be
+//! changed while it runs ([`Bridge::set_delay`]): the live tests step it to
+//! see the probe's continuous RTT follow.
 //!
 //! Each leg is one thread that has entered the middle namespace (network
 //! namespaces are per thread). It reads frames from two AF_PACKET sockets,
@@ -9,7 +11,9 @@
 //! due frames, so a bounded ring of fixed-size slots is the whole queue
 //! (frames are received straight into their slot; no allocation while
 //! running). A frame is never sent before its arrival time plus the delay;
-//! it may be a few microseconds late (timer slack is set to 1 ns).
+//! it may be a few microseconds late (timer slack is set to 1 ns). A longer
+//! delay applies to frames arriving from then on; a shorter one too, but as
+//! the line stays a FIFO, they wait behind the frames already queued.
 
 use std::{
     io,
@@ -17,7 +21,7 @@ use std::{
     path::Path,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         mpsc,
     },
     thread::JoinHandle,
@@ -178,6 +182,8 @@ struct Direction {
     src: usize,
     dst: usize,
     imp: Impair,
+    /// The current delay (ns), which [`Bridge::set_delay`] may change.
+    delay_ns: Arc<AtomicU64>,
     rng: Rng,
     line: DelayLine,
     scratch: Box<[u8]>,
@@ -185,11 +191,12 @@ struct Direction {
 }
 
 impl Direction {
-    fn new(src: usize, dst: usize, imp: Impair) -> Direction {
+    fn new(src: usize, dst: usize, imp: Impair, delay_ns: Arc<AtomicU64>) -> Direction {
         Direction {
             src,
             dst,
             imp,
+            delay_ns,
             rng: Rng(imp.seed),
             line: DelayLine::new(SLOTS),
             scratch: vec![0u8; SLOT].into_boxed_slice(),
@@ -202,6 +209,7 @@ impl Direction {
         let Some(src) = socks.get(self.src) else {
             return Ok(false);
         };
+        let delay = Duration::from_nanos(self.delay_ns.load(Ordering::Relaxed));
         for _ in 0..BURST {
             let full = self.line.is_full();
             let buf = if full {
@@ -226,7 +234,7 @@ impl Direction {
             } else if self.rng.chance(self.imp.loss_pct) {
                 self.n.lost += 1;
             } else {
-                self.line.commit(len, arrived + self.imp.delay);
+                self.line.commit(len, arrived + delay);
             }
         }
         Ok(true)
@@ -251,6 +259,12 @@ impl Direction {
 pub struct Bridge {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<io::Result<LegStats>>>,
+    /// Per leg, the a→b and b→a delays (ns) its thread reads per burst.
+    delays: Vec<[Arc<AtomicU64>; 2]>,
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Bridge {
@@ -261,9 +275,13 @@ impl Bridge {
         let mut bridge = Bridge {
             stop: stop.clone(),
             threads: Vec::new(),
+            delays: Vec::new(),
         };
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         for leg in legs {
+            let delays =
+                [leg.a_to_b.delay, leg.b_to_a.delay].map(|d| Arc::new(AtomicU64::new(ns(d))));
+            bridge.delays.push(delays.clone());
             let (leg, stop, ready, ns) = (
                 leg.clone(),
                 stop.clone(),
@@ -272,7 +290,7 @@ impl Bridge {
             );
             let t = std::thread::Builder::new()
                 .name(format!("bridge-{}-{}", leg.a, leg.b))
-                .spawn(move || leg_thread(&ns, &leg, &stop, limit, &ready))
+                .spawn(move || leg_thread(&ns, &leg, delays, &stop, limit, &ready))
                 .context("starting a bridge thread")?;
             bridge.threads.push(t);
         }
@@ -285,6 +303,18 @@ impl Bridge {
             }
         }
         Ok(bridge)
+    }
+
+    /// Changes the delays of leg `leg` (index into the legs given to
+    /// `start`) for frames arriving from now on. False if there is no such
+    /// leg.
+    pub fn set_delay(&self, leg: usize, a_to_b: Duration, b_to_a: Duration) -> bool {
+        let Some(d) = self.delays.get(leg) else {
+            return false;
+        };
+        d[0].store(ns(a_to_b), Ordering::Relaxed);
+        d[1].store(ns(b_to_a), Ordering::Relaxed);
+        true
     }
 
     /// Stops every leg and returns their counters (in the order of the
@@ -311,6 +341,7 @@ impl Drop for Bridge {
 fn leg_thread(
     netns: &Path,
     leg: &Leg,
+    delays: [Arc<AtomicU64>; 2],
     stop: &AtomicBool,
     limit: Duration,
     ready: &mpsc::Sender<Result<(), String>>,
@@ -325,9 +356,10 @@ fn leg_thread(
             return Err(e);
         }
     };
+    let [ab, ba] = delays;
     let mut dirs = [
-        Direction::new(0, 1, leg.a_to_b),
-        Direction::new(1, 0, leg.b_to_a),
+        Direction::new(0, 1, leg.a_to_b, ab),
+        Direction::new(1, 0, leg.b_to_a, ba),
     ];
     let mut fds = socks.each_ref().map(|s| libc::pollfd {
         fd: s.raw_fd(),

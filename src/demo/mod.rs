@@ -18,11 +18,9 @@
 //! orderly return through those drops, and a start-up sweep removes what
 //! a killed earlier run left.
 
-pub mod bridge;
 pub mod client;
 mod collector;
 pub mod dns;
-mod packet;
 mod probe;
 mod proc;
 mod records;
@@ -41,11 +39,11 @@ use std::{
 use anyhow::{Context, bail};
 
 use crate::cmd::pcap::FormatArg;
-use bridge::{Bridge, Impair, Leg, LegStats};
 use collector::Collector;
 use probe::Probe;
 use proc::{Child, Interrupt, Interrupted};
 use topo::{LEG_A, LEG_B, SERVER_IP, Topology};
+use xdprobe::bridge::{Bridge, Impair, Leg, LegStats};
 
 /// Settings of a live run (see `xdprobe demo --help`).
 pub struct LiveOptions {

@@ -4,6 +4,11 @@
 //! time (`on_frame`, as the live path runs) and batched (`on_batch`, as
 //! `xdprobe pcap` runs).
 //!
+//! `pipeline_ts` runs the same packets with the TCP timestamp option on
+//! every segment (`support/tcp_ts.rs`): NPM with timestamp RTT, NPM
+//! without it (`FlowConfig::ts_rtt` off) and NPM off, side by side in one
+//! run, so their ratio is the feature's cost per packet.
+//!
 //! The capture prefix is read into one `Vec` before anything is timed, so
 //! no disk I/O and no page-cache faults are measured. Each pass starts a
 //! fresh worker (not timed) and ends with its flush (timed: a file run ends
@@ -21,6 +26,8 @@ use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker};
 
 #[path = "support/data.rs"]
 mod data;
+#[path = "support/tcp_ts.rs"]
+mod tcp_ts;
 
 /// Packets per pass: the first million of the bench capture.
 const PACKETS: usize = 1_000_000;
@@ -102,6 +109,29 @@ fn pipeline(c: &mut Criterion) {
             };
             g.bench_function(format!("{drive_name}/{npm_name}"), |b| {
                 b.iter_custom(|iters| (0..iters).map(|_| pass(&cfg, &capture, drive)).sum())
+            });
+        }
+    }
+    g.finish();
+
+    let (with_ts, added) = tcp_ts::add_tcp_timestamps(&capture);
+    eprintln!("pipeline_ts input: timestamp option on {added} TCP segments");
+    let mut g = c.benchmark_group("pipeline_ts");
+    g.sampling_mode(SamplingMode::Flat);
+    g.throughput(Throughput::Elements(n as u64));
+    for (drive, drive_name) in [(Drive::Batched, "batched"), (Drive::PerFrame, "per_frame")] {
+        for (npm, ts_rtt, name) in [
+            (true, true, "npm_ts_rtt"),
+            (true, false, "npm_no_ts_rtt"),
+            (false, false, "npm_off"),
+        ] {
+            let cfg = FlowConfig {
+                npm,
+                ts_rtt,
+                ..FlowConfig::default()
+            };
+            g.bench_function(format!("{drive_name}/{name}"), |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| pass(&cfg, &with_ts, drive)).sum())
             });
         }
     }

@@ -41,9 +41,10 @@
 //!   capture timestamps going backwards), the option on one side only
 //!   (`one_sided_flows`, decided by the TCP tracker).
 //! - **Wrap-around**: TSvals compare modulo 2^32; times are kept as µs
-//!   offsets from a per-flow base that moves forward when a flow outlives
-//!   2^31 µs (36 min) of offsets, so no sample is ever computed across a
-//!   wrapped value.
+//!   offsets from a per-flow base that moves forward every 2^30 µs (18 min)
+//!   of a flow's life, so no sample is computed across a wrapped value,
+//!   and the TSvals a direction compares stay well within the half space
+//!   modular order needs, even with a 1 µs TSval clock.
 //!
 //! The state lives in a column of the flow table beside the flow entry
 //! ([`TsRtt`], 376 bytes), touched only by segments carrying the option;
@@ -56,11 +57,14 @@ use crate::time::Timestamp;
 /// TSvals a direction remembers while they wait for their echo.
 pub const PENDING: usize = 8;
 
-/// Offsets from the base beyond this move the base forward.
-const REBASE_AT_US: u64 = 1 << 31;
+/// Offsets from the base beyond this (17.9 min) move the base forward.
+/// Also the bound on how far apart the TSvals a direction compares are:
+/// well inside the 2^31 ticks where modular order holds, even for a 1 µs
+/// TSval clock (Linux `tcp_usec_ts`), where 2^31 ticks are 35.8 min.
+const REBASE_AT_US: u64 = 1 << 30;
 /// How far behind the current time the moved base lands: entries older
-/// than this (18 min) are dropped as expired.
-const REBASE_KEEP_US: u64 = 1 << 30;
+/// than this (8.9 min) are dropped as expired.
+const REBASE_KEEP_US: u64 = 1 << 29;
 
 /// A TSval (RFC 7323 §3.2): a 32-bit clock, compared modulo 2^32.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -164,7 +168,9 @@ impl Pending {
     }
 
     /// Drops entries first seen before offset `cut` and shifts the rest
-    /// down by it (the base moved forward by `cut`).
+    /// down by it (the base moved forward by `cut`). The range of TSvals
+    /// taken as seen restarts at the oldest one still remembered, so it
+    /// never spans more than the rebase period.
     fn rebase(&mut self, cut: u32, c: &mut TsRttCounters) {
         let mut i = 0;
         while i < usize::from(self.len) {
@@ -177,6 +183,11 @@ impl Pending {
                 i += 1;
             }
         }
+        self.first = if self.len > 0 {
+            TsVal(self.vals[usize::from(self.head)])
+        } else {
+            self.newest
+        };
     }
 }
 

@@ -394,6 +394,38 @@ fn metrics_tsrtt_long_flow_rebases_without_wrapping() {
     assert!(t > u64::from(u32::MAX) * US);
 }
 
+#[test]
+fn metrics_tsrtt_microsecond_clock_over_hours() {
+    // A 1 µs TSval clock (Linux tcp_usec_ts) passes 2^31 ticks in 36 min:
+    // a long flow must keep comparing only recent values.
+    let mut f = F::default();
+    let (c0, s0) = (0xfff0_0000u32, 7u32);
+    let mut last_s = None;
+    for i in 0..240u64 {
+        let t = i * 30_000 * MS; // every 30 s for 2 h
+        let tus = (t / US) as u32;
+        let flags = if last_s.is_some() {
+            ACK
+        } else {
+            TcpFlags::empty()
+        };
+        f.ts(C, flags, c0.wrapping_add(tus), last_s.unwrap_or(0), 100, t);
+        let sv = s0.wrapping_add(tus + 1_500);
+        f.ts(S, ACK, sv, c0.wrapping_add(tus), 100, t + 1_500 * US);
+        f.ts(C, ACK, c0.wrapping_add(tus + 2_500), sv, 0, t + 2_500 * US);
+        last_s = Some(sv);
+    }
+    let l = f.legs();
+    assert_eq!(cmm(&l.server), leg(240, 1_500, 1_500));
+    assert_eq!(cmm(&l.client), leg(240, 1_000, 1_000));
+    let c = f.c();
+    assert_eq!(
+        (c.echo_unseen, c.tsval_backwards, c.time_backwards),
+        (0, 0, 0),
+        "{c:?}"
+    );
+}
+
 /// Two Linux-like endpoints (1 ms TSval clocks, RFC 7323 TS.Recent as the
 /// latest TSval received, echoed on the next segment sent), random legs
 /// and send times, the probe in between: against a brute-force reference

@@ -364,7 +364,7 @@ impl FlowTable {
             if let Some(t) = self.ts_col.get(i as usize)
                 && pkt.tcp().is_some_and(|t| t.options.timestamp.is_some())
             {
-                prefetch(t, std::mem::size_of::<TsRtt>());
+                prefetch(t, TsRtt::HOT_BYTES);
             }
         }
     }

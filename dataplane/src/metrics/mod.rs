@@ -7,6 +7,7 @@
 
 pub mod dns;
 pub mod handshake;
+pub mod histogram;
 pub mod retrans;
 pub mod seq;
 pub mod sketch;

@@ -1,5 +1,5 @@
 //! A fixed-size summary of RTT samples: count, sum, min, max and estimates
-//! of the median and the 90th percentile, in 96 bytes whatever the number
+//! of the median and the 90th percentile, in 64 bytes whatever the number
 //! of samples.
 //!
 //! The estimates are the P² algorithm (R. Jain, I. Chlamtac, "The P²
@@ -12,25 +12,27 @@
 //! passes one rank on and nudges the inner ones towards their ideal ranks
 //! with a piecewise-parabolic fit, so the cost per sample is constant.
 //!
-//! Up to [`EXACT`] (20) samples are kept as they are and the quantiles are
+//! Up to [`EXACT`] (13) samples are kept as they are and the quantiles are
 //! exact (linear interpolation between closest ranks, the definition
 //! `numpy.quantile` uses by default); then the markers start at their ideal
-//! ranks among those 20, and the median and p90 are estimates: within 5 rank percent from 1000 samples on in the
-//! tests below (10 at 50 samples; much closer on smooth distributions); on
-//! a sudden shift (a delay change inside one interval) they lag towards the
-//! new mode for a while, which is one reason records report per interval.
+//! ranks among those 13, and the median and p90 are estimates, read by
+//! linear interpolation between the markers around the wanted rank: within
+//! 5 rank percent from 1000 samples on in the tests below, 10 from 100, 15
+//! below (where a rank step on a two-mode input is a jump between the
+//! modes; on smooth inputs within a few percent of the value); on a sudden
+//! shift (a delay change inside one interval) they lag towards the new mode
+//! for a while, which is one reason records report per interval.
 
 /// Number of markers: min, four inner ones around p50 and p90, max.
 pub const MARKERS: usize = 7;
-/// Samples kept exactly before the markers take over: the smallest number
-/// whose ideal marker ranks are all distinct integers, so the markers start
-/// on their targets instead of converging from ranks 0..6.
-pub const EXACT: usize = 20;
+/// Samples kept exactly before the markers take over (as many as fit in
+/// the 64 bytes); then the markers start at their ideal ranks among them
+/// (nudged apart where two round to the same rank) instead of converging
+/// from ranks 0..6.
+pub const EXACT: usize = 13;
 
 /// Rank (as a fraction of the samples) each marker aims at.
 const RANKS: [f64; MARKERS] = [0.0, 0.25, 0.5, 0.7, 0.9, 0.95, 1.0];
-const P50_MARKER: usize = 2;
-const P90_MARKER: usize = 4;
 /// Words of `RttSketch::w` holding the marker heights (f32 bits) and the
 /// inner markers' ranks, once past [`EXACT`] samples.
 const Q: usize = 0;
@@ -47,7 +49,7 @@ pub struct Summary {
     pub p90_us: Option<u32>,
 }
 
-/// Samples of one reporting interval (96 bytes).
+/// Samples of one reporting interval (64 bytes, one cache line).
 ///
 /// Up to [`EXACT`] samples, `w` holds them sorted. Beyond, it holds the
 /// seven marker heights as `f32` bits (a µs value below 2^24, 16.7 s, is
@@ -61,7 +63,7 @@ pub struct RttSketch {
     w: [u32; EXACT],
 }
 
-const _: () = assert!(size_of::<RttSketch>() <= 96);
+const _: () = assert!(size_of::<RttSketch>() == 64);
 
 impl RttSketch {
     pub fn count(&self) -> u32 {
@@ -98,15 +100,22 @@ impl RttSketch {
         }
     }
 
-    /// From [`EXACT`] sorted samples to markers at their ideal ranks.
+    /// From [`EXACT`] sorted samples to markers at their ideal ranks,
+    /// strictly increasing (P² needs distinct ranks).
     fn start_markers(&mut self) {
         let s = self.w;
-        let last = (EXACT - 1) as f64;
-        for (i, want) in RANKS.iter().enumerate() {
-            let r = (want * last).round() as usize;
-            self.set_q(i, f64::from(s[r]));
+        let last = EXACT - 1;
+        let mut r = RANKS.map(|want| (want * last as f64).round() as usize);
+        for i in 1..MARKERS {
+            r[i] = r[i].max(r[i - 1] + 1).min(last);
+        }
+        for i in (1..MARKERS - 1).rev() {
+            r[i] = r[i].min(r[i + 1] - 1);
+        }
+        for (i, &ri) in r.iter().enumerate() {
+            self.set_q(i, f64::from(s[ri]));
             if (1..MARKERS - 1).contains(&i) {
-                self.w[N + i - 1] = r as u32;
+                self.w[N + i - 1] = ri as u32;
             }
         }
     }
@@ -171,9 +180,9 @@ impl RttSketch {
         }
     }
 
-    /// Quantile `p`: exact up to [`EXACT`] samples, else the marker's
-    /// height.
-    fn quantile(&self, p: f64, marker: usize) -> Option<u32> {
+    /// Quantile `p`: exact up to [`EXACT`] samples, else interpolated
+    /// between the markers around its rank.
+    fn quantile(&self, p: f64) -> Option<u32> {
         let c = self.count as usize;
         let v = match c {
             0 => return None,
@@ -184,7 +193,23 @@ impl RttSketch {
                 let f = h - lo as f64;
                 f64::from(self.w[lo]) + f * (f64::from(self.w[hi]) - f64::from(self.w[lo]))
             }
-            _ => self.q(marker),
+            _ => {
+                // Between the two markers whose ranks bracket the target
+                // (right on the marker once it has converged; closer than
+                // its height while the markers still move, with few
+                // samples).
+                let h = p * f64::from(self.count - 1);
+                let hi = (1..MARKERS)
+                    .find(|&i| self.rank(i) >= h)
+                    .unwrap_or(MARKERS - 1);
+                let (r0, r1) = (self.rank(hi - 1), self.rank(hi));
+                let (q0, q1) = (self.q(hi - 1), self.q(hi));
+                if r1 > r0 {
+                    q0 + (h - r0) / (r1 - r0) * (q1 - q0)
+                } else {
+                    q1
+                }
+            }
         };
         Some(round_us(v))
     }
@@ -207,8 +232,8 @@ impl RttSketch {
                     .unwrap_or(u32::MAX),
             ),
             max_us: Some(round_us(max)),
-            p50_us: self.quantile(0.5, P50_MARKER),
-            p90_us: self.quantile(0.9, P90_MARKER),
+            p50_us: self.quantile(0.5),
+            p90_us: self.quantile(0.9),
         }
     }
 
@@ -227,6 +252,17 @@ fn round_us(v: f64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// How far (as a fraction of the samples) an estimate may be from the
+    /// true rank: the sketch's documented accuracy.
+    pub(crate) fn rank_tolerance(n: usize) -> f64 {
+        match n {
+            0..=EXACT => 0.0,
+            14..=99 => 0.15,
+            100..=999 => 0.10,
+            _ => 0.05,
+        }
+    }
 
     /// numpy's default quantile of sorted `v`.
     fn exact(v: &[u32], p: f64) -> f64 {
@@ -249,12 +285,11 @@ mod tests {
     }
 
     #[test]
-    fn metrics_sketch_exact_up_to_twenty_samples() {
+    fn metrics_sketch_exact_up_to_thirteen_samples() {
         let mut s = RttSketch::default();
         assert_eq!(s.summary(), Summary::default());
         let xs = [
-            900u32, 100, 500, 300, 700, 200, 800, 150, 50, 1_000, 20, 640, 641, 9, 77, 3_000, 1, 2,
-            500, 480,
+            900u32, 100, 500, 300, 700, 200, 800, 150, 50, 1_000, 20, 640, 641,
         ];
         assert_eq!(xs.len(), EXACT);
         let mut seen = Vec::new();
@@ -270,13 +305,15 @@ mod tests {
             assert_eq!(m.p90_us, Some(exact(&seen, 0.9).round() as u32), "{seen:?}");
         }
         let sum: u32 = xs.iter().sum();
-        assert_eq!(s.summary().mean_us, Some((sum + 10) / 20));
+        assert_eq!(s.summary().mean_us, Some((sum + 6) / 13));
     }
 
-    /// The estimates stay within 5 rank percent of the true quantile from
-    /// 1000 samples on (10 at 50 samples) on smooth, skewed and two-mode
-    /// inputs (measured here: within 0.2 % on the smooth ones, 4.4 % on the
-    /// two-mode one at 1000 samples).
+    /// The estimates stay within [`rank_tolerance`] of the true quantile
+    /// (or within 2 % of its value) on smooth, skewed and two-mode inputs.
+    /// Measured here: from 1000 samples on within 2.6 rank percent and
+    /// 0.4 % of the value; between 14 and 50 samples up to 14.5 rank
+    /// percent on the two-mode input (where a rank step is a jump between
+    /// modes), within 8 % of the value elsewhere.
     #[test]
     fn metrics_sketch_estimates_track_the_true_quantiles() {
         type Gen = Box<dyn Fn(&mut dyn FnMut() -> f64) -> f64>;
@@ -300,7 +337,7 @@ mod tests {
             ),
         ];
         for (name, g) in &shapes {
-            for n in [21usize, 50, 1_000, 20_000] {
+            for n in [14usize, 21, 50, 1_000, 20_000] {
                 let mut r = rng(n as u64);
                 let xs: Vec<u32> = (0..n).map(|_| g(&mut r) as u32).collect();
                 let mut s = RttSketch::default();
@@ -314,12 +351,15 @@ mod tests {
                 let rank = |v: u32| sorted.partition_point(|&x| x < v) as f64 / (n - 1) as f64;
                 for (p, est) in [(0.5, m.p50_us), (0.9, m.p90_us)] {
                     let est = est.unwrap();
-                    let tol: f64 = if n < 1_000 { 0.10 } else { 0.05 };
+                    let tol = rank_tolerance(n);
                     let lo = exact(&sorted, (p - tol).max(0.0));
                     let hi = exact(&sorted, (p + tol).min(1.0));
+                    let q = exact(&sorted, p);
+                    let in_rank = f64::from(est) >= lo.floor() && f64::from(est) <= hi.ceil();
+                    let near = (f64::from(est) - q).abs() <= 0.02 * q;
                     assert!(
-                        f64::from(est) >= lo.floor() && f64::from(est) <= hi.ceil(),
-                        "{name}, n={n}: p{} estimate {est} at rank {:.3}, want within [{lo}, {hi}]",
+                        in_rank || near,
+                        "{name}, n={n}: p{} estimate {est} at rank {:.3}, want within [{lo}, {hi}] or 2 % of {q}",
                         p * 100.0,
                         rank(est)
                     );

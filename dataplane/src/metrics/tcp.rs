@@ -14,16 +14,17 @@ use super::retrans::{Class, DEFAULT_OOO_THRESHOLD_NS, DirSeq, Segment};
 use super::seq::SeqNumber;
 use super::srt::{SrtStats, Turn};
 use super::tls::{TlsDir, looks_like_client_hello};
-use super::tsrtt::{TsRtt, TsRttWorker};
+use super::tsrtt::{TsHot, TsRtt, TsRttWorker};
 use crate::flow::record::{Dir, DirStats, FlowRecord};
 use crate::parse::{TcpFlags, TcpMeta};
 use crate::time::{Timestamp, ns_to_us};
 
-/// Upper bound on `size_of::<TcpTracker>()`, enforced below: 224 bytes on
+/// Upper bound on `size_of::<TcpTracker>()`, enforced below: 256 bytes on
 /// 64-bit targets (handshake 40, sequence state 2 × 32, counters 2 × 24,
 /// TLS record state 2 × 12, request/response turn 16, SRT statistics 24,
-/// TLS decision 1, timestamp-option flags 1, padded to 8).
-pub const TCP_TRACKER_MAX_BYTES: usize = 224;
+/// TLS decision 1, timestamp-option flags 1, timestamp RTT's per-segment
+/// state 32, padded to 8).
+pub const TCP_TRACKER_MAX_BYTES: usize = 256;
 const _: () = assert!(size_of::<TcpTracker>() <= TCP_TRACKER_MAX_BYTES);
 
 /// Per-interval counters of one direction (24 bytes).
@@ -114,6 +115,8 @@ pub struct TcpTracker {
     srt: SrtStats,
     proto: Proto,
     ts: TsUse,
+    /// Timestamp RTT's per-segment state (the rest is in the column).
+    ts_hot: TsHot,
 }
 
 #[inline]
@@ -196,14 +199,15 @@ impl TcpTracker {
                 self.ts.0 |= TsUse::ts(dir);
                 if !self.ts.has(TsUse::LIVE) {
                     self.ts.0 |= TsUse::LIVE;
-                    ctx.flow.start(ts);
+                    ctx.flow.start(&mut self.ts_hot, ts);
                 }
                 // TSecr is meaningful with ACK only (RFC 7323 §3.2), and
                 // only echoes something if the other side uses the option.
                 let rev_plain = self.ts.has(TsUse::plain(dir.reverse()))
                     && !self.ts.has(TsUse::ts(dir.reverse()));
                 let echo = (tcp.flags.contains(TcpFlags::ACK) && !rev_plain).then_some(tsecr);
-                ctx.flow.on_segment(dir, tsval, echo, ts, ctx.worker);
+                ctx.flow
+                    .on_segment(&mut self.ts_hot, dir, tsval, echo, ts, ctx.worker);
             }
             None if !tcp.flags.contains(TcpFlags::RST) => self.ts.0 |= TsUse::plain(dir),
             None => {}
@@ -275,3 +279,14 @@ impl TcpTracker {
 #[cfg(test)]
 #[path = "tcp_tests.rs"]
 mod tests;
+#[cfg(test)]
+mod offsets_probe {
+    #[test]
+    fn print_offsets() {
+        use super::TcpTracker as T;
+        use std::mem::offset_of;
+        eprintln!("hs {} seq {} counts {} tls {} turn {} srt {} proto {} ts {} ts_hot {} size {}",
+            offset_of!(T, hs), offset_of!(T, seq), offset_of!(T, counts), offset_of!(T, tls),
+            offset_of!(T, turn), offset_of!(T, srt), offset_of!(T, proto), offset_of!(T, ts), offset_of!(T, ts_hot), size_of::<T>());
+    }
+}

@@ -46,10 +46,13 @@
 //!   and the TSvals a direction compares stay well within the half space
 //!   modular order needs, even with a 1 µs TSval clock.
 //!
-//! The state lives in a column of the flow table beside the flow entry
-//! ([`TsRtt`], 376 bytes), touched only by segments carrying the option;
-//! no allocation, time from capture timestamps only.
+//! What every timestamped segment reads ([`TsHot`], 32 bytes) is inline in
+//! the TCP tracker; the rest ([`TsRtt`], 320 bytes) lives in a column of
+//! the flow table beside the flow entry, touched only when a segment
+//! brings a new TSval or a new echo. No allocation; time from capture
+//! timestamps only.
 
+use super::histogram::Histogram;
 use super::sketch::{RttSketch, Summary};
 use crate::flow::record::{Dir, TsRttLeg, TsRttRecord};
 use crate::time::Timestamp;
@@ -87,108 +90,63 @@ const HAVE_VAL: u8 = 1;
 const HAVE_ECHO: u8 = 1 << 1;
 const HAVE_BAD_ECHO: u8 = 1 << 2;
 
-/// TSvals one direction sent and the probe saw, waiting for their echo
-/// (84 bytes).
+/// What every timestamped segment reads of one direction's TSvals (12
+/// bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Pending {
-    /// A FIFO ring in arrival order (and so in TSval order).
-    vals: [u32; PENDING],
-    /// Capture time of each value's first sighting, µs from `TsRtt::base_us`.
-    at: [u32; PENDING],
+struct Head {
+    /// Ring position of the oldest pending TSval, and how many there are.
     head: u8,
     len: u8,
     flags: u8,
-    /// The first and newest TSval seen from this side (valid with HAVE_VAL).
-    first: TsVal,
+    /// The newest TSval seen from this side (valid with HAVE_VAL).
     newest: TsVal,
     /// The newest TSval of this side the other side was seen to echo
     /// (valid with HAVE_ECHO).
     echoed: TsVal,
-    /// The last TSecr counted as echoing nothing seen (HAVE_BAD_ECHO), so
-    /// a bogus value repeated on every ACK counts once.
-    bad_echo: u32,
 }
 
-impl Pending {
-    #[inline]
-    fn has(&self, f: u8) -> bool {
-        self.flags & f != 0
-    }
+/// The part of a flow's timestamp-RTT state that every timestamped segment
+/// reads (32 bytes): kept inline in the TCP tracker, so a segment that
+/// repeats the last TSval and echo (most segments of a bulk flow) touches
+/// nothing else.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TsHot {
+    /// Capture time (µs) the ring offsets count from.
+    base_us: u64,
+    /// By the direction that sent the TSvals.
+    heads: [Head; 2],
+}
 
-    #[inline]
-    fn slot(&self, i: usize) -> usize {
-        (usize::from(self.head) + i) % PENDING
-    }
+/// The TSvals a direction sent, waiting for their echo: a FIFO ring in
+/// arrival order (and so in TSval order), one cache line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, align(64))]
+struct Ring {
+    vals: [u32; PENDING],
+    /// Capture time of each value's first sighting, µs from the base.
+    at: [u32; PENDING],
+}
 
-    /// A TSval on a segment from this side, at offset `now`.
-    #[inline]
-    fn on_tsval(&mut self, v: TsVal, now: u32, c: &mut TsRttCounters) {
-        if !self.has(HAVE_VAL) {
-            self.first = v;
-            self.flags |= HAVE_VAL;
-        } else if v == self.newest {
-            return;
-        } else if !v.after(self.newest) {
-            c.tsval_backwards += 1;
-            return;
-        }
-        self.newest = v;
-        if usize::from(self.len) == PENDING {
-            let oldest = TsVal(self.vals[usize::from(self.head)]);
-            if self.has(HAVE_ECHO) && !oldest.after(self.echoed) {
-                self.remove(0);
-                c.expired += 1;
-            } else {
-                c.untracked += 1;
-                return;
-            }
-        }
-        let i = self.slot(usize::from(self.len));
-        self.vals[i] = v.0;
-        self.at[i] = now;
-        self.len += 1;
-    }
+/// One direction's ring and the summary of the leg its TSvals measure:
+/// an echo that matches reads the one and writes the other, two adjacent
+/// lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, align(64))]
+struct Side {
+    ring: Ring,
+    leg: RttSketch,
+}
 
-    /// Removes the `i`-th oldest entry, keeping the order of the rest.
-    fn remove(&mut self, i: usize) {
-        let len = usize::from(self.len);
-        if i >= len {
-            return;
-        }
-        if i == 0 {
-            self.head = ((usize::from(self.head) + 1) % PENDING) as u8;
-        } else {
-            for j in i..len - 1 {
-                let (dst, src) = (self.slot(j), self.slot(j + 1));
-                self.vals[dst] = self.vals[src];
-                self.at[dst] = self.at[src];
-            }
-        }
-        self.len -= 1;
-    }
-
-    /// Drops entries first seen before offset `cut` and shifts the rest
-    /// down by it (the base moved forward by `cut`). The range of TSvals
-    /// taken as seen restarts at the oldest one still remembered, so it
-    /// never spans more than the rebase period.
-    fn rebase(&mut self, cut: u32, c: &mut TsRttCounters) {
-        let mut i = 0;
-        while i < usize::from(self.len) {
-            let s = self.slot(i);
-            if self.at[s] < cut {
-                self.remove(i);
-                c.expired += 1;
-            } else {
-                self.at[s] -= cut;
-                i += 1;
-            }
-        }
-        self.first = if self.len > 0 {
-            TsVal(self.vals[usize::from(self.head)])
-        } else {
-            self.newest
-        };
-    }
+/// One direction's pending TSvals, borrowed from where they live.
+struct Pending<'a> {
+    h: &'a mut Head,
+    r: &'a mut Ring,
+    /// The first TSval seen from this side (valid with HAVE_VAL), rarely
+    /// read: only for an echo that matches nothing.
+    first: &'a mut TsVal,
+    /// The last TSecr counted as echoing nothing seen (HAVE_BAD_ECHO), so
+    /// a bogus value repeated on every ACK counts once.
+    bad_echo: &'a mut u32,
 }
 
 /// What one echo did.
@@ -201,69 +159,175 @@ enum Echo {
     Missed,
 }
 
-impl Pending {
+impl Pending<'_> {
+    #[inline]
+    fn has(&self, f: u8) -> bool {
+        self.h.flags & f != 0
+    }
+
+    #[inline]
+    fn slot(&self, i: usize) -> usize {
+        (usize::from(self.h.head) + i) % PENDING
+    }
+
+    /// A TSval on a segment from this side, at offset `now`.
+    #[inline]
+    fn on_tsval(&mut self, v: TsVal, now: u32, c: &mut TsRttCounters) {
+        if !self.has(HAVE_VAL) {
+            *self.first = v;
+            self.h.flags |= HAVE_VAL;
+        } else if v == self.h.newest {
+            return;
+        } else if !v.after(self.h.newest) {
+            c.tsval_backwards += 1;
+            return;
+        }
+        self.h.newest = v;
+        if usize::from(self.h.len) == PENDING {
+            let oldest = TsVal(self.r.vals[usize::from(self.h.head)]);
+            if self.has(HAVE_ECHO) && !oldest.after(self.h.echoed) {
+                self.remove(0);
+                c.expired += 1;
+            } else {
+                c.untracked += 1;
+                return;
+            }
+        }
+        let i = self.slot(usize::from(self.h.len));
+        self.r.vals[i] = v.0;
+        self.r.at[i] = now;
+        self.h.len += 1;
+    }
+
+    /// Removes the `i`-th oldest entry, keeping the order of the rest.
+    fn remove(&mut self, i: usize) {
+        let len = usize::from(self.h.len);
+        if i >= len {
+            return;
+        }
+        if i == 0 {
+            self.h.head = ((usize::from(self.h.head) + 1) % PENDING) as u8;
+        } else {
+            for j in i..len - 1 {
+                let (dst, src) = (self.slot(j), self.slot(j + 1));
+                self.r.vals[dst] = self.r.vals[src];
+                self.r.at[dst] = self.r.at[src];
+            }
+        }
+        self.h.len -= 1;
+    }
+
+    /// Drops entries first seen before offset `cut` and shifts the rest
+    /// down by it (the base moved forward by `cut`). The range of TSvals
+    /// taken as seen restarts at the oldest one still remembered, so it
+    /// never spans more than the rebase period.
+    fn rebase(&mut self, cut: u32, c: &mut TsRttCounters) {
+        let mut i = 0;
+        while i < usize::from(self.h.len) {
+            let s = self.slot(i);
+            if self.r.at[s] < cut {
+                self.remove(i);
+                c.expired += 1;
+            } else {
+                self.r.at[s] -= cut;
+                i += 1;
+            }
+        }
+        *self.first = if self.h.len > 0 {
+            TsVal(self.r.vals[usize::from(self.h.head)])
+        } else {
+            self.h.newest
+        };
+    }
+
     /// A TSecr `e` from the other side echoing this side's TSvals.
     #[inline]
     fn on_echo(&mut self, e: TsVal, now: u32, c: &mut TsRttCounters) -> Echo {
-        if self.has(HAVE_ECHO) && e == self.echoed {
+        let echoed = self.has(HAVE_ECHO);
+        if echoed && e == self.h.echoed {
             return Echo::Nothing; // The usual case: every ACK repeats it.
         }
-        let seen = self.has(HAVE_VAL) && !e.before(self.first) && !e.after(self.newest);
+        let first_echo = !echoed || e.after(self.h.echoed);
+        let found = (0..usize::from(self.h.len)).find(|&i| self.r.vals[self.slot(i)] == e.0);
+        if let Some(i) = found {
+            // Remembered, so seen: it was the newest when it arrived.
+            if first_echo {
+                self.h.echoed = e;
+                self.h.flags |= HAVE_ECHO;
+            }
+            let at = self.r.at[self.slot(i)];
+            self.remove(i);
+            return match now.checked_sub(at) {
+                Some(us) => Echo::Sample(us),
+                None => {
+                    c.time_backwards += 1;
+                    Echo::Nothing
+                }
+            };
+        }
+        let seen = self.has(HAVE_VAL) && !e.before(*self.first) && !e.after(self.h.newest);
         if !seen {
-            if !(self.has(HAVE_BAD_ECHO) && self.bad_echo == e.0) {
+            if !(self.has(HAVE_BAD_ECHO) && *self.bad_echo == e.0) {
                 c.echo_unseen += 1;
-                self.bad_echo = e.0;
-                self.flags |= HAVE_BAD_ECHO;
+                *self.bad_echo = e.0;
+                self.h.flags |= HAVE_BAD_ECHO;
             }
             return Echo::Nothing;
         }
-        let first_echo = !self.has(HAVE_ECHO) || e.after(self.echoed);
         if first_echo {
-            self.echoed = e;
-            self.flags |= HAVE_ECHO;
-        }
-        let found = (0..usize::from(self.len)).find(|&i| self.vals[self.slot(i)] == e.0);
-        match found {
-            Some(i) => {
-                let at = self.at[self.slot(i)];
-                self.remove(i);
-                match now.checked_sub(at) {
-                    Some(us) => Echo::Sample(us),
-                    None => {
-                        c.time_backwards += 1;
-                        Echo::Nothing
-                    }
-                }
-            }
-            None if first_echo => Echo::Missed,
+            self.h.echoed = e;
+            self.h.flags |= HAVE_ECHO;
+            Echo::Missed
+        } else {
             // An older echo than one seen before (reordered ACKs) of a value
             // matched or dropped already.
-            None => Echo::Nothing,
+            Echo::Nothing
         }
     }
 }
 
-/// Per-flow timestamp-RTT state: the two directions' pending TSvals and
-/// this interval's samples per leg (376 bytes).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// Per-flow timestamp-RTT state kept beside the flow entry (320 bytes,
+/// five cache lines): per direction its ring and the summary of the leg it
+/// measures, then the rarely read rest. The part every segment reads,
+/// [`TsHot`], is in the TCP tracker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, align(64))]
 pub struct TsRtt {
-    /// Capture time (µs) the offsets in `pending` count from.
-    base_us: u64,
-    /// By the direction that sent the TSvals.
-    pending: [Pending; 2],
-    /// By the direction whose TSvals were echoed: C2S = server leg.
-    legs: [RttSketch; 2],
+    /// By the direction that sent the TSvals (C2S: client TSvals, whose
+    /// leg is the server leg).
+    sides: [Side; 2],
+    first: [TsVal; 2],
+    bad_echo: [u32; 2],
     missed: [u32; 2],
 }
 
+const _: () = assert!(size_of::<TsRtt>() == 320);
+
 impl TsRtt {
+    /// What a timestamped segment of a known flow may touch here (the two
+    /// sides; not the rarely read rest): prefetched with the flow entry.
+    pub const HOT_BYTES: usize = 2 * size_of::<Side>();
+
     /// Starts afresh for a new flow whose first segment with the option is
     /// captured at `ts`.
-    pub fn start(&mut self, ts: Timestamp) {
-        *self = TsRtt {
+    pub fn start(&mut self, hot: &mut TsHot, ts: Timestamp) {
+        *self = TsRtt::default();
+        *hot = TsHot {
             base_us: ts.as_micros(),
-            ..TsRtt::default()
+            ..TsHot::default()
         };
+    }
+
+    /// Direction `d`'s pending TSvals.
+    #[inline]
+    fn pending<'a>(&'a mut self, hot: &'a mut TsHot, d: Dir) -> Pending<'a> {
+        let i = d.index();
+        Pending {
+            h: &mut hot.heads[i],
+            r: &mut self.sides[i].ring,
+            first: &mut self.first[i],
+            bad_echo: &mut self.bad_echo[i],
+        }
     }
 
     /// One segment travelling in `dir` with the option: its TSval, and its
@@ -272,6 +336,7 @@ impl TsRtt {
     #[inline]
     pub fn on_segment(
         &mut self,
+        hot: &mut TsHot,
         dir: Dir,
         tsval: u32,
         tsecr: Option<u32>,
@@ -279,27 +344,31 @@ impl TsRtt {
         w: &mut TsRttWorker,
     ) {
         let us = ts.as_micros();
-        let Some(mut off) = us.checked_sub(self.base_us) else {
+        let Some(mut off) = us.checked_sub(hot.base_us) else {
             // Captured before the flow's first timestamped segment.
             w.counters.time_backwards += 1;
             return;
         };
         if off >= REBASE_AT_US {
             let cut = off - REBASE_KEEP_US;
-            self.base_us += cut;
+            hot.base_us += cut;
             let cut = u32::try_from(cut).unwrap_or(u32::MAX);
-            for p in &mut self.pending {
-                p.rebase(cut, &mut w.counters);
+            for d in [Dir::C2S, Dir::S2C] {
+                self.pending(hot, d).rebase(cut, &mut w.counters);
             }
             off = REBASE_KEEP_US;
         }
-        let off = off as u32; // < 2^31 here.
-        self.pending[dir.index()].on_tsval(TsVal(tsval), off, &mut w.counters);
+        let off = off as u32; // < 2^30 here.
+        self.pending(hot, dir)
+            .on_tsval(TsVal(tsval), off, &mut w.counters);
         if let Some(e) = tsecr {
             let rev = dir.reverse();
-            match self.pending[rev.index()].on_echo(TsVal(e), off, &mut w.counters) {
+            match self
+                .pending(hot, rev)
+                .on_echo(TsVal(e), off, &mut w.counters)
+            {
                 Echo::Sample(rtt) => {
-                    self.legs[rev.index()].add(rtt);
+                    self.sides[rev.index()].leg.add(rtt);
                     w.add(rev, rtt, us);
                 }
                 Echo::Missed => {
@@ -315,7 +384,7 @@ impl TsRtt {
     /// This interval's figures.
     pub fn record(&self) -> TsRttRecord {
         let leg = |d: Dir| {
-            let s = self.legs[d.index()].summary();
+            let s = self.sides[d.index()].leg.summary();
             TsRttLeg {
                 count: s.count,
                 min_us: s.min_us,
@@ -334,7 +403,9 @@ impl TsRtt {
 
     /// A new interval: samples restart, pending TSvals carry over.
     pub fn reset_interval(&mut self) {
-        self.legs = Default::default();
+        for s in &mut self.sides {
+            s.leg.clear();
+        }
         self.missed = [0; 2];
     }
 }
@@ -380,21 +451,22 @@ pub const WINDOW_US: u64 = 10_000_000;
 
 /// One leg's samples across all of a worker's flows: running totals and
 /// the quantiles of the last complete window.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LegTotals {
     pub count: u64,
     pub sum_us: u64,
-    /// The last complete window's summary and when it ended (capture µs).
+    /// The last complete window's count, p50 and p90 and when it ended
+    /// (capture µs).
     pub last_window: Option<(Summary, u64)>,
 }
 
 /// A worker's timestamp-RTT statistics: counters and per-leg summaries.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TsRttWorker {
     pub counters: TsRttCounters,
     /// By the direction whose TSvals were echoed (C2S = server leg).
     legs: [LegTotals; 2],
-    window: [RttSketch; 2],
+    window: [Histogram; 2],
     window_start_us: u64,
 }
 
@@ -414,11 +486,12 @@ impl TsRttWorker {
     }
 
     fn roll(&mut self, now_us: u64) {
-        // The window ended a whole number of windows after it started.
+        // The window ended a whole number of windows after it started; a
+        // window older than the one just ended is stale.
         let n = now_us.saturating_sub(self.window_start_us) / WINDOW_US;
         let end = self.window_start_us + n * WINDOW_US;
         for (l, w) in self.legs.iter_mut().zip(&mut self.window) {
-            l.last_window = (w.count() > 0 && n == 1).then(|| (w.summary(), end));
+            l.last_window = (w.total() > 0 && n == 1).then(|| (w.summary(), end));
             w.clear();
         }
         self.window_start_us = end;

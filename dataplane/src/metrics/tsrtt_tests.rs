@@ -525,5 +525,5 @@ fn metrics_tsrtt_simulated_endpoints_match_brute_force() {
 
 #[test]
 fn metrics_tsrtt_state_sizes() {
-    assert_eq!(size_of::<TsRtt>(), 376);
+    assert_eq!(size_of::<TsRtt>(), 320);
 }

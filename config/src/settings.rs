@@ -150,7 +150,7 @@ pub struct FlowSettings {
     /// Compute NPM metrics (RTT, SRT, retransmissions). Default true.
     pub npm: bool,
     /// With `npm`: continuous RTT from the TCP timestamp option, per leg
-    /// and record. Costs 384 bytes per flow slot. Default true.
+    /// and record. Costs up to 256 bytes per flow that carries the option. Default true.
     pub tcp_ts_rtt: bool,
 }
 

@@ -229,7 +229,9 @@ pub struct FlowTable {
     /// Timestamp-RTT state by slab slot (`ts_col[i]` belongs to the flow in
     /// slot `i` once its tracker says so), kept apart from the flow entry
     /// so packets without the option, and flows without it, never touch
-    /// it. Empty when the feature is off; else as long as the slab.
+    /// it. Empty when the feature is off; else one entry per slot of the
+    /// capacity, zeroed lazily by the kernel (`mem::zeroed_column`): only
+    /// the pages of flows that carry the option are ever touched.
     ts_col: Vec<TsRtt>,
     ts_stats: TsRttWorker,
     free: Vec<u32>,
@@ -256,9 +258,7 @@ impl FlowTable {
         let slab: Vec<Flow> = Vec::with_capacity(capacity);
         super::mem::advise_huge_pages(slab.as_ptr(), capacity * std::mem::size_of::<Flow>());
         let ts_col: Vec<TsRtt> = if cfg.npm && cfg.ts_rtt {
-            let v = Vec::with_capacity(capacity);
-            super::mem::advise_huge_pages(v.as_ptr(), capacity * std::mem::size_of::<TsRtt>());
-            v
+            super::mem::zeroed_column(capacity)
         } else {
             Vec::new()
         };
@@ -524,10 +524,6 @@ impl FlowTable {
             }
             None => {
                 self.slab.0.push(flow);
-                if self.ts_col.capacity() > 0 {
-                    // Within the reserved capacity: no reallocation.
-                    self.ts_col.push(TsRtt::default());
-                }
                 (self.slab.0.len() - 1) as u32
             }
         };

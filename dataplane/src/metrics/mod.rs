@@ -22,6 +22,10 @@ use crate::time::Timestamp;
 
 /// Per-flow metric state, by transport.
 #[derive(Clone, Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "held inline in the pre-sized flow slab: boxing the TCP state would allocate per flow and add a pointer chase per packet"
+)]
 pub enum L4Metrics {
     Tcp(tcp::TcpTracker),
     Dns(dns::DnsTracker),

@@ -56,7 +56,7 @@ pub struct Summary {
 /// exact; a larger one keeps 24 significant bits) and the 0-based ranks of
 /// the inner markers 1..=5 (marker 0 is at rank 0, marker 6 at
 /// `count - 1`). The sum is exact (`u64` µs).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct RttSketch {
     sum_us: u64,
     count: u32,
@@ -70,9 +70,12 @@ impl RttSketch {
         self.count
     }
 
-    /// Forgets every sample (a new interval).
+    /// Forgets every sample (a new interval). Only the count and sum are
+    /// reset: `w` is read up to the count, so stale words are never seen
+    /// (and a flow's first segment writes 16 bytes here, not 64).
     pub fn clear(&mut self) {
-        *self = RttSketch::default();
+        self.sum_us = 0;
+        self.count = 0;
     }
 
     #[inline]

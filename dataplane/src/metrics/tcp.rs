@@ -279,14 +279,3 @@ impl TcpTracker {
 #[cfg(test)]
 #[path = "tcp_tests.rs"]
 mod tests;
-#[cfg(test)]
-mod offsets_probe {
-    #[test]
-    fn print_offsets() {
-        use super::TcpTracker as T;
-        use std::mem::offset_of;
-        eprintln!("hs {} seq {} counts {} tls {} turn {} srt {} proto {} ts {} ts_hot {} size {}",
-            offset_of!(T, hs), offset_of!(T, seq), offset_of!(T, counts), offset_of!(T, tls),
-            offset_of!(T, turn), offset_of!(T, srt), offset_of!(T, proto), offset_of!(T, ts), offset_of!(T, ts_hot), size_of::<T>());
-    }
-}

@@ -30,9 +30,11 @@
 //!   echoed; otherwise every entry is still in flight and the *new* TSval is
 //!   not remembered (`untracked`). Dropping in-flight entries instead would
 //!   give no sample at all once more than [`PENDING`] clock ticks are in
-//!   flight (a Linux sender ticks every 1 ms, so any leg longer than 8 ms
+//!   flight (a Linux sender ticks every 1 ms, so any leg longer than 4 ms
 //!   under bulk load); this way a leg yields up to [`PENDING`] samples per
-//!   round trip, whatever its length. An echo of a TSval that was seen but
+//!   round trip, whatever its length (4 to fit both rings in one cache
+//!   line: 8 cost ~15 % more time per packet on the request/response bench
+//!   input, see BENCHMARKS.md). An echo of a TSval that was seen but
 //!   not remembered is counted per leg as `missed`, so `count + missed`
 //!   is the number of distinct TSvals echoed (while echoes arrive in order).
 //! - **Bad input is counted, never sampled**: a TSecr echoing nothing this
@@ -47,7 +49,7 @@
 //!   modular order needs, even with a 1 µs TSval clock.
 //!
 //! What every timestamped segment reads ([`TsHot`], 32 bytes) is inline in
-//! the TCP tracker; the rest ([`TsRtt`], 320 bytes) lives in a column of
+//! the TCP tracker; the rest ([`TsRtt`], 256 bytes) lives in a column of
 //! the flow table beside the flow entry, touched only when a segment
 //! brings a new TSval or a new echo. No allocation; time from capture
 //! timestamps only.
@@ -58,7 +60,7 @@ use crate::flow::record::{Dir, TsRttLeg, TsRttRecord};
 use crate::time::Timestamp;
 
 /// TSvals a direction remembers while they wait for their echo.
-pub const PENDING: usize = 8;
+pub const PENDING: usize = 4;
 
 /// Offsets from the base beyond this (17.9 min) move the base forward.
 /// Also the bound on how far apart the TSvals a direction compares are:
@@ -118,24 +120,21 @@ pub struct TsHot {
 }
 
 /// The TSvals a direction sent, waiting for their echo: a FIFO ring in
-/// arrival order (and so in TSval order), one cache line.
+/// arrival order (and so in TSval order), half a cache line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(C, align(64))]
+#[repr(C)]
 struct Ring {
     vals: [u32; PENDING],
     /// Capture time of each value's first sighting, µs from the base.
     at: [u32; PENDING],
 }
 
-/// One direction's ring and the summary of the leg its TSvals measure:
-/// an echo that matches reads the one and writes the other, two adjacent
-/// lines.
+/// Both directions' rings in one cache line: a segment with a new TSval
+/// and a new echo (a request/response exchange: every segment of it)
+/// writes one ring and reads the other.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C, align(64))]
-struct Side {
-    ring: Ring,
-    leg: RttSketch,
-}
+struct Rings([Ring; 2]);
 
 /// One direction's pending TSvals, borrowed from where they live.
 struct Pending<'a> {
@@ -286,32 +285,37 @@ impl Pending<'_> {
     }
 }
 
-/// Per-flow timestamp-RTT state kept beside the flow entry (320 bytes,
-/// five cache lines): per direction its ring and the summary of the leg it
-/// measures, then the rarely read rest. The part every segment reads,
+/// Per-flow timestamp-RTT state kept beside the flow entry (256 bytes,
+/// four cache lines): both rings, then the two legs' summaries (a sample
+/// writes one), then the rarely read rest. The part every segment reads,
 /// [`TsHot`], is in the TCP tracker.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
 pub struct TsRtt {
     /// By the direction that sent the TSvals (C2S: client TSvals, whose
     /// leg is the server leg).
-    sides: [Side; 2],
+    rings: Rings,
+    /// By the same direction: C2S = the server leg's summary.
+    legs: [RttSketch; 2],
     first: [TsVal; 2],
     bad_echo: [u32; 2],
     missed: [u32; 2],
 }
 
-const _: () = assert!(size_of::<TsRtt>() == 320);
+const _: () = assert!(size_of::<TsRtt>() == 256);
 
 impl TsRtt {
-    /// What a timestamped segment of a known flow may touch here (the two
-    /// sides; not the rarely read rest): prefetched with the flow entry.
-    pub const HOT_BYTES: usize = 2 * size_of::<Side>();
+    /// What a timestamped segment of a known flow may touch here (the
+    /// rings and the summaries; not the rarely read rest): prefetched with
+    /// the flow entry.
+    pub const HOT_BYTES: usize = 192;
 
     /// Starts afresh for a new flow whose first segment with the option is
     /// captured at `ts`.
     pub fn start(&mut self, hot: &mut TsHot, ts: Timestamp) {
-        *self = TsRtt::default();
+        // The rings need no clearing (the heads say they are empty), nor
+        // `first` and `bad_echo` (valid only with their flags).
+        self.reset_interval();
         *hot = TsHot {
             base_us: ts.as_micros(),
             ..TsHot::default()
@@ -324,7 +328,7 @@ impl TsRtt {
         let i = d.index();
         Pending {
             h: &mut hot.heads[i],
-            r: &mut self.sides[i].ring,
+            r: &mut self.rings.0[i],
             first: &mut self.first[i],
             bad_echo: &mut self.bad_echo[i],
         }
@@ -368,7 +372,7 @@ impl TsRtt {
                 .on_echo(TsVal(e), off, &mut w.counters)
             {
                 Echo::Sample(rtt) => {
-                    self.sides[rev.index()].leg.add(rtt);
+                    self.legs[rev.index()].add(rtt);
                     w.add(rev, rtt, us);
                 }
                 Echo::Missed => {
@@ -384,7 +388,7 @@ impl TsRtt {
     /// This interval's figures.
     pub fn record(&self) -> TsRttRecord {
         let leg = |d: Dir| {
-            let s = self.sides[d.index()].leg.summary();
+            let s = self.legs[d.index()].summary();
             TsRttLeg {
                 count: s.count,
                 min_us: s.min_us,
@@ -403,8 +407,8 @@ impl TsRtt {
 
     /// A new interval: samples restart, pending TSvals carry over.
     pub fn reset_interval(&mut self) {
-        for s in &mut self.sides {
-            s.leg.clear();
+        for l in &mut self.legs {
+            l.clear();
         }
         self.missed = [0; 2];
     }

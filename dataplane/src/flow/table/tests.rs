@@ -321,8 +321,3 @@ fn shorter_idle_timeout_applies_on_reload() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].end_reason, EndReason::Idle);
 }
-#[test]
-fn print_flow_offsets() {
-    use std::mem::offset_of;
-    eprintln!("links {} metrics {} dirs {} size {}", offset_of!(Flow, links), offset_of!(Flow, metrics), offset_of!(Flow, dirs), size_of::<Flow>());
-}

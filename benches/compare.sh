@@ -111,7 +111,7 @@ if [ -n "$BASELINE" ]; then
     )
 fi
 # Index of a tool by name (for the cost table).
-tool() { local i; for i in "${!TOOLS[@]}"; do [ "${TOOLS[$i]%%|*}" = "$1" ] && echo "$i"; done; }
+tool() { local i; for i in "${!TOOLS[@]}"; do [ "${TOOLS[$i]%%|*}" = "$1" ] && echo "$i"; done; return 0; }
 
 # run_once INDEX: appends "wall rss_kb user sys" to $WORK/res.INDEX
 run_once() {

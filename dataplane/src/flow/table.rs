@@ -230,9 +230,9 @@ pub struct FlowTable {
     /// slot `i` once its tracker says so), kept apart from the flow entry
     /// so packets without the option, and flows without it, never touch
     /// it. Empty when the feature is off; else one entry per slot of the
-    /// capacity, zeroed lazily by the kernel (`mem::zeroed_column`): only
-    /// the pages of flows that carry the option are ever touched.
-    ts_col: Vec<TsRtt>,
+    /// capacity, zeroed lazily by the kernel (`mem::TsColumn`): only the
+    /// pages of flows that carry the option are ever touched.
+    ts_col: super::mem::TsColumn,
     ts_stats: TsRttWorker,
     free: Vec<u32>,
     lists: Heads,
@@ -257,10 +257,10 @@ impl FlowTable {
         let capacity = cfg.capacity.clamp(1, u32::MAX as usize - 1);
         let slab: Vec<Flow> = Vec::with_capacity(capacity);
         super::mem::advise_huge_pages(slab.as_ptr(), capacity * std::mem::size_of::<Flow>());
-        let ts_col: Vec<TsRtt> = if cfg.npm && cfg.ts_rtt {
-            super::mem::zeroed_column(capacity)
+        let ts_col = if cfg.npm && cfg.ts_rtt {
+            super::mem::TsColumn::new(capacity)
         } else {
-            Vec::new()
+            super::mem::TsColumn::empty()
         };
         FlowTable {
             cfg_idle_ns: dur_ns(cfg.idle_timeout),

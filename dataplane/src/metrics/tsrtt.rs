@@ -32,9 +32,10 @@
 //!   give no sample at all once more than [`PENDING`] clock ticks are in
 //!   flight (a Linux sender ticks every 1 ms, so any leg longer than 4 ms
 //!   under bulk load); this way a leg yields up to [`PENDING`] samples per
-//!   round trip, whatever its length (4 to fit both rings in one cache
-//!   line: 8 cost ~15 % more time per packet on the request/response bench
-//!   input, see BENCHMARKS.md). An echo of a TSval that was seen but
+//!   round trip, whatever its length (4, so both rings fit one cache
+//!   line: with 8, in two lines, `xdprobe pcap` took 18 % longer on the
+//!   timestamped bench file, 2.52 s against 2.13 s, medians of 5
+//!   alternating runs). An echo of a TSval that was seen but
 //!   not remembered is counted per leg as `missed`, so `count + missed`
 //!   is the number of distinct TSvals echoed (while echoes arrive in order).
 //! - **Bad input is counted, never sampled**: a TSecr echoing nothing this

@@ -167,10 +167,11 @@ TABLE=$WORK/table.md
     echo "Commands (\`FILE\` the capture, \`TMP\` a scratch directory):"
     echo
     for i in "${!TOOLS[@]}"; do
-        echo "- \`$(echo "${TOOLS[$i]#*|}" | sed -e "s#$TSFILE#TSFILE#g" -e "s#$FILE#FILE#g" -e "s#$WORK#TMP#g" -e "s#$ROOT/##g")\`"
+        echo "- \`$(echo "${TOOLS[$i]#*|}" | sed -e "s#${BASELINE:-/nonexistent}#BASELINE#g" -e "s#$TSFILE#TSFILE#g" -e "s#$FILE#FILE#g" -e "s#$WORK#TMP#g" -e "s#$ROOT/##g")\`"
     done
     echo
     echo "\`TSFILE\`: \`FILE\` with the TCP timestamp option on every TCP segment (\`benches/support/tcp_ts.rs\`)."
+    [ -z "$BASELINE" ] || echo "\`BASELINE\`: \`xdprobe\` built with the same profile from another commit (\`--baseline\`)."
 } >"$TABLE"
 cat "$TABLE"
 

@@ -348,6 +348,15 @@ impl TsRtt {
         ts: Timestamp,
         w: &mut TsRttWorker,
     ) {
+        // Most segments of a busy flow repeat the last TSval and the last
+        // echo: nothing to do, decided from the inline state alone.
+        let (me, other) = (&hot.heads[dir.index()], &hot.heads[dir.reverse().index()]);
+        if me.flags & HAVE_VAL != 0
+            && me.newest.0 == tsval
+            && tsecr.is_none_or(|e| other.flags & HAVE_ECHO != 0 && other.echoed.0 == e)
+        {
+            return;
+        }
         let us = ts.as_micros();
         let Some(mut off) = us.checked_sub(hot.base_us) else {
             // Captured before the flow's first timestamped segment.

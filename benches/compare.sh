@@ -9,10 +9,18 @@
 # max RSS against the number of concurrent flows) between the `memory`
 # markers.
 #
-# usage: benches/compare.sh [--runs N] [--no-build] [--no-memory] [--no-write] [FILE]
+# usage: benches/compare.sh [--runs N] [--no-build] [--no-memory] [--no-write]
+#                           [--baseline BIN] [FILE]
 #   FILE      capture to read (default $XDPROBE_BENCH_PCAP or /tmp/bench.pcap;
 #             generated with mkbench.py when missing)
+#   --baseline BIN  an xdprobe binary built from another commit (e.g. before
+#             timestamp RTT), run on both inputs in the same rounds
 #   env       MKBENCH (path of mkbench.py), CARGO_TARGET_DIR
+#
+# The same packets with the TCP timestamp option on every TCP segment
+# (benches/support/tcp_ts.rs, written by the add_tcp_timestamps example to
+# target/bench-data/) are read too: NPM with and without timestamp RTT and
+# NPM off, for the cost table between the `tsrtt` markers.
 #
 # Peers: softflowd 1.1.0 (exports NetFlow to a loopback UDP port nobody
 # listens on), nfdump 1.7.1 nfpcapd (writes nfcapd files into a temp dir),
@@ -26,6 +34,7 @@ RUNS=3
 BUILD=1
 MEMORY=1
 WRITE=1
+BASELINE=""
 FILE=${XDPROBE_BENCH_PCAP:-/tmp/bench.pcap}
 while [ $# -gt 0 ]; do
     case $1 in
@@ -33,6 +42,7 @@ while [ $# -gt 0 ]; do
         --no-build) BUILD=0; shift ;;
         --no-memory) MEMORY=0; shift ;;
         --no-write) WRITE=0; shift ;;
+        --baseline) BASELINE=$2; shift 2 ;;
         -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         -*) echo "unknown option $1" >&2; exit 2 ;;
         *) FILE=$1; shift ;;
@@ -68,6 +78,13 @@ XDP=$TARGET/release-lto/xdprobe
 [ -x "$XDP" ] || { echo "compare.sh: $XDP missing (run without --no-build)" >&2; exit 1; }
 
 [ -f "$FILE" ] || gen_pcap "$FILE" --flows 400000 --concurrent 50000 --seed 7
+TSFILE=$TARGET/bench-data/$(basename "$FILE" .pcap)-tcp-ts.pcap
+if [ ! -f "$TSFILE" ] || [ "$TSFILE" -ot "$FILE" ]; then
+    mkdir -p "$(dirname "$TSFILE")"
+    (cd "$ROOT" && cargo run --release --quiet -p xdprobe-dataplane --example add_tcp_timestamps -- "$FILE" "$TSFILE.part")
+    mv "$TSFILE.part" "$TSFILE"
+fi
+cat "$TSFILE" >/dev/null
 # Page cache warm for everyone: the comparison is CPU, not disk.
 cat "$FILE" >/dev/null
 
@@ -82,7 +99,19 @@ TOOLS=(
     "softflowd -m 262144|softflowd -r $FILE -c none -A milli -n 127.0.0.1:$SF_PORT -p $WORK/sf.pid -m 262144"
     "nfpcapd|nfpcapd -r $FILE -w $WORK/nf"
     "tcpdump -w /dev/null|tcpdump -r $FILE -w /dev/null"
+    "xdprobe, TS input (NPM + TS-RTT)|$XDP pcap $TSFILE --format none"
+    "xdprobe, TS input --no-ts-rtt|$XDP pcap $TSFILE --format none --no-ts-rtt"
+    "xdprobe, TS input --no-npm|$XDP pcap $TSFILE --format none --no-npm"
 )
+if [ -n "$BASELINE" ]; then
+    [ -x "$BASELINE" ] || { echo "compare.sh: $BASELINE is not executable" >&2; exit 1; }
+    TOOLS+=(
+        "baseline (NPM on)|$BASELINE pcap $FILE --format none"
+        "baseline, TS input (NPM on)|$BASELINE pcap $TSFILE --format none"
+    )
+fi
+# Index of a tool by name (for the cost table).
+tool() { local i; for i in "${!TOOLS[@]}"; do [ "${TOOLS[$i]%%|*}" = "$1" ] && echo "$i"; done; return 0; }
 
 # run_once INDEX: appends "wall rss_kb user sys" to $WORK/res.INDEX
 run_once() {
@@ -138,10 +167,35 @@ TABLE=$WORK/table.md
     echo "Commands (\`FILE\` the capture, \`TMP\` a scratch directory):"
     echo
     for i in "${!TOOLS[@]}"; do
-        echo "- \`$(echo "${TOOLS[$i]#*|}" | sed -e "s#$FILE#FILE#g" -e "s#$WORK#TMP#g" -e "s#$ROOT/##g")\`"
+        echo "- \`$(echo "${TOOLS[$i]#*|}" | sed -e "s#${BASELINE:-/nonexistent}#BASELINE#g" -e "s#$TSFILE#TSFILE#g" -e "s#$FILE#FILE#g" -e "s#$WORK#TMP#g" -e "s#$ROOT/##g")\`"
     done
+    echo
+    echo "\`TSFILE\`: \`FILE\` with the TCP timestamp option on every TCP segment (\`benches/support/tcp_ts.rs\`)."
+    [ -z "$BASELINE" ] || echo "\`BASELINE\`: \`xdprobe\` built with the same profile from another commit (\`--baseline\`)."
 } >"$TABLE"
 cat "$TABLE"
+
+# --- timestamp RTT: cost per packet, same run ------------------------------
+TSTABLE=$WORK/tsrtt.md
+{
+    T=$(tool "xdprobe, TS input (NPM + TS-RTT)"); N=$(tool "xdprobe, TS input --no-ts-rtt")
+    O=$(tool "xdprobe, TS input --no-npm"); P=$(tool "xdprobe (NPM on)")
+    echo "Same run as above ($RUNS round-robin runs, median wall and CPU time), \`TSFILE\`:"
+    echo
+    echo "| comparison | wall ratio | CPU ratio |"
+    echo "|---|---:|---:|"
+    row() { awk -v n="$1" -v a="${WALL[$2]}" -v b="${WALL[$3]}" -v c="${CPU[$2]}" -v d="${CPU[$3]}" \
+        'BEGIN { printf "| %s | %.3f | %.3f |\n", n, a / b, c / d }'; }
+    row "NPM + TS-RTT / NPM without TS-RTT (TS input)" "$T" "$N"
+    row "NPM + TS-RTT / NPM off (TS input)" "$T" "$O"
+    row "NPM + TS-RTT on TS input / NPM on plain input" "$T" "$P"
+    if [ -n "$BASELINE" ]; then
+        B=$(tool "baseline (NPM on)"); BT=$(tool "baseline, TS input (NPM on)")
+        row "this build / baseline, NPM on, plain input" "$P" "$B"
+        row "this build / baseline, NPM on, TS input" "$T" "$BT"
+    fi
+} >"$TSTABLE"
+cat "$TSTABLE"
 
 # --- memory: max RSS against concurrent flows (default capacity) ---------
 MEMTABLE=$WORK/memory.md
@@ -180,7 +234,7 @@ fi
 
 # --- BENCHMARKS.md: replace the text between the markers ------------------
 if [ "$WRITE" = 1 ]; then
-    python3 - "$ROOT/BENCHMARKS.md" "$TABLE" compare "$MEMTABLE" memory <<'EOF'
+    python3 - "$ROOT/BENCHMARKS.md" "$TABLE" compare "$MEMTABLE" memory "$TSTABLE" tsrtt <<'EOF'
 import os, sys
 path, pairs = sys.argv[1], sys.argv[2:]
 doc = open(path).read() if os.path.exists(path) else "# Benchmarks\n"

@@ -390,6 +390,8 @@ fn tshark_decodes_every_exported_message() {
             .args(["-n", "-r"])
             .arg(&pc)
             .args(["-d", &decode, "-V"])
+            // The ntop biflow template has 62 fields, over tshark's default cap of 60.
+            .args(["-o", "cflow.max_template_fields:0"])
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&v.stdout);
@@ -400,6 +402,8 @@ fn tshark_decodes_every_exported_message() {
             .args(["-n", "-r"])
             .arg(&pc)
             .args([
+                "-o",
+                "cflow.max_template_fields:0",
                 "-d",
                 &decode,
                 "-T",

@@ -463,11 +463,24 @@ fn corpus_sources_describe_every_file() {
         assert_eq!(got.split_whitespace().next(), Some(sha), "{name}: sha256");
         listed.insert(name.to_string());
     }
+    // Sub-folders (captures of one test, with a SOURCES.md of the commands
+    // that made them) are listed file by file as `folder/file`.
+    let mut files = Vec::new();
     for e in std::fs::read_dir(&dir).unwrap() {
-        let name = e.unwrap().file_name().to_string_lossy().into_owned();
-        assert!(
-            name == "SOURCES.tsv" || listed.contains(&name),
-            "{name} is not in SOURCES.tsv"
-        );
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.path().is_dir() {
+            for f in std::fs::read_dir(e.path()).unwrap() {
+                let f = f.unwrap().file_name().to_string_lossy().into_owned();
+                if f != "SOURCES.md" {
+                    files.push(format!("{name}/{f}"));
+                }
+            }
+        } else if name != "SOURCES.tsv" {
+            files.push(name);
+        }
+    }
+    for name in files {
+        assert!(listed.contains(&name), "{name} is not in SOURCES.tsv");
     }
 }

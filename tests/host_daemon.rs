@@ -44,6 +44,7 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
         metrics_port: 19481,
         extra_args: Vec::new(),
         idle_timeout: "300s",
+        active_timeout: "300s",
         user: None,
         extra_config: &host,
     };

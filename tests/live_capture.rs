@@ -255,6 +255,7 @@ fn live_run(
             metrics_port: port,
             extra_args,
             idle_timeout: "300s",
+            active_timeout: "300s",
             user: None,
             extra_config: "",
         },

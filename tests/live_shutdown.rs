@@ -68,6 +68,7 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
         metrics_port: 19471,
         extra_args: Vec::new(),
         idle_timeout: "300s",
+        active_timeout: "300s",
         user: None,
         extra_config: "",
     };
@@ -212,6 +213,7 @@ fn runs_as_the_configured_user_and_still_captures() {
         metrics_port: 19472,
         extra_args: Vec::new(),
         idle_timeout: "300s",
+        active_timeout: "300s",
         user: Some("nobody"),
         extra_config: "",
     };

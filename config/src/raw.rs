@@ -64,6 +64,7 @@ pub struct RawFlow {
     pub active_timeout: Option<S<toml::Value>>,
     pub tcp_end_linger: Option<S<toml::Value>>,
     pub npm: Option<S<bool>>,
+    pub tcp_ts_rtt: Option<S<bool>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

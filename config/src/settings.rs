@@ -152,6 +152,9 @@ pub struct FlowSettings {
     pub tcp_end_linger: Duration,
     /// Compute NPM metrics (RTT, SRT, retransmissions). Default true.
     pub npm: bool,
+    /// With `npm`: continuous RTT from the TCP timestamp option, per leg
+    /// and record. Costs up to 256 bytes per flow that carries the option. Default true.
+    pub tcp_ts_rtt: bool,
 }
 
 /// `[filter]`: what the XDP program redirects. Empty list = no condition on

@@ -7,6 +7,7 @@ use crate::flow::mem::AllocError;
 use crate::flow::record::FlowRecord;
 use crate::flow::table::Prepared;
 use crate::flow::{FlowConfig, FlowTable, TableStats};
+use crate::metrics::tsrtt::TsRttWorker;
 use crate::parse::{self, DropCounters, DropReason, LinkType, PacketMeta};
 use crate::source::pcap::RawPacket;
 
@@ -29,6 +30,8 @@ pub struct WorkerStats {
     pub ip_length_clamped: u64,
     /// The fragment table: attributed, unattributed, evicted, expired.
     pub frags: FragStats,
+    /// Timestamp-RTT counters and per-leg summaries.
+    pub ts_rtt: TsRttWorker,
 }
 
 pub struct Worker {
@@ -151,6 +154,7 @@ impl Worker {
             drops: self.drops.clone(),
             ip_length_clamped: self.clamped,
             frags: self.table.frag_stats(),
+            ts_rtt: *self.table.ts_rtt_stats(),
         }
     }
 }

@@ -9,6 +9,10 @@
 //! primitives by ID alone within one template, so an enterprise element with
 //! ID 1, 2 or 6 next to reverse octets/packets/flags would read as 0 there.
 //! No IANA element in use has an ID above 1000, so none can ever collide.
+//!
+//! ID blocks: 1001–1031 handshake RTT, SRT and TCP counters; 1040–1059
+//! timestamp RTT (1040–1051 in use); 1100–1199 reserved for the host-stack
+//! latency fields.
 
 use xdprobe_dataplane::Dir;
 
@@ -111,6 +115,26 @@ pub enum Side {
     Rev,
 }
 
+/// A leg of timestamp RTT (`xdprobe_dataplane::metrics::tsrtt`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TsLeg {
+    /// Probe → server → probe: client TSvals echoed by the server.
+    Server,
+    /// Probe → client → probe.
+    Client,
+}
+
+/// Which figure of a timestamp-RTT leg.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TsStat {
+    Count,
+    Min,
+    Mean,
+    Max,
+    P50,
+    P90,
+}
+
 /// One NPM metric of the flow, always exported under the configured PEN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Npm {
@@ -134,6 +158,7 @@ pub enum Npm {
     /// Bit 0: client/server roles were guessed; bit 1: TLS seen.
     Flags,
     SeqInFlow,
+    TsRtt(TsLeg, TsStat),
 }
 
 /// What fills a field. The encoder matches on this once per field.
@@ -254,6 +279,8 @@ const fn el(
 }
 
 use Dir::{C2S, S2C};
+use TsLeg::{Client, Server};
+use TsStat::{Count, Max, Mean, Min, P50, P90};
 
 /// The NPM elements, in template order. 4294967295 = not measured.
 pub const NPM_ELEMENTS: &[NpmElement] = &[
@@ -455,10 +482,10 @@ pub const NPM_ELEMENTS: &[NpmElement] = &[
         Npm::DupAck(S2C),
         "Server-to-client duplicate ACKs",
     ),
-    // 1050–1069: receive-window events (Wireshark's definitions, see
+    // 1060–1069: receive-window events (Wireshark's definitions, see
     // `xdprobe_dataplane::metrics::retrans`).
     el(
-        1050,
+        1060,
         "c2sZeroWindowPackets",
         "zero_window_c2s",
         "unsigned32",
@@ -467,7 +494,7 @@ pub const NPM_ELEMENTS: &[NpmElement] = &[
         "Client-to-server segments advertising a zero window (the client stopped reading)",
     ),
     el(
-        1051,
+        1061,
         "s2cZeroWindowPackets",
         "zero_window_s2c",
         "unsigned32",
@@ -476,7 +503,7 @@ pub const NPM_ELEMENTS: &[NpmElement] = &[
         "Server-to-client segments advertising a zero window (the server stopped reading)",
     ),
     el(
-        1052,
+        1062,
         "c2sWindowFullPackets",
         "window_full_c2s",
         "unsigned32",
@@ -485,7 +512,7 @@ pub const NPM_ELEMENTS: &[NpmElement] = &[
         "Client-to-server segments that filled the server's advertised window",
     ),
     el(
-        1053,
+        1063,
         "s2cWindowFullPackets",
         "window_full_s2c",
         "unsigned32",
@@ -510,6 +537,114 @@ pub const NPM_ELEMENTS: &[NpmElement] = &[
         "none",
         Npm::SeqInFlow,
         "Index of this record within its flow (active-timeout reports)",
+    ),
+    el(
+        1040,
+        "tcpTsServerRttSamples",
+        "ts_snt_count",
+        "unsigned32",
+        "samples",
+        Npm::TsRtt(Server, Count),
+        "Timestamp-RTT samples of the server leg (client TSvals echoed by the server)",
+    ),
+    el(
+        1041,
+        "tcpTsServerRttMinMicroseconds",
+        "ts_snt_min_us",
+        "unsigned32",
+        "microseconds",
+        Npm::TsRtt(Server, Min),
+        "Minimum probe -> server -> probe time from TCP timestamps",
+    ),
+    el(
+        1042,
+        "tcpTsServerRttMeanMicroseconds",
+        "ts_snt_mean_us",
+        "unsigned32",
+        "microseconds",
+        Npm::TsRtt(Server, Mean),
+        "Mean probe -> server -> probe time from TCP timestamps",
+    ),
+    el(
+        1043,
+        "tcpTsServerRttMaxMicroseconds",
+        "ts_snt_max_us",
+        "unsigned32",
+        "microseconds",
+        Npm::TsRtt(Server, Max),
+        "Maximum probe -> server -> probe time from TCP timestamps",
+    ),
+    el(
+        1044,
+        "tcpTsServerRttP50Microseconds",
+        "ts_snt_p50_us",
+        "unsigned32",
+        "microseconds",
+        Npm::TsRtt(Server, P50),
+        "Median probe -> server -> probe time (P2 estimate beyond 7 samples)",
+    ),
+    el(
+        1045,
+        "tcpTsServerRttP90Microseconds",
+        "ts_snt_p90_us",
+        "unsigned32",
+        "microseconds",
+        Npm::TsRtt(Server, P90),
+        "90th percentile probe -> server -> probe time (P2 estimate beyond 7 samples)",
+    ),
+    el(
+        1046,
+        "tcpTsClientRttSamples",
+        "ts_cnt_count",
+        "unsigned32",
+        "samples",
+        Npm::TsRtt(Client, Count),
+        "Timestamp-RTT samples of the client leg (server TSvals echoed by the client)",
+    ),
+    el(
+        1047,
+        "tcpTsClientRttMinMicroseconds",
+        "ts_cnt_min_us",
+        "unsigned32",
+        "microseconds",
+        Npm::TsRtt(Client, Min),
+        "Minimum probe -> client -> probe time from TCP timestamps",
+    ),
+    el(
+        1048,
+        "tcpTsClientRttMeanMicroseconds",
+        "ts_cnt_mean_us",
+        "unsigned32",
+        "microseconds",
+        Npm::TsRtt(Client, Mean),
+        "Mean probe -> client -> probe time from TCP timestamps",
+    ),
+    el(
+        1049,
+        "tcpTsClientRttMaxMicroseconds",
+        "ts_cnt_max_us",
+        "unsigned32",
+        "microseconds",
+        Npm::TsRtt(Client, Max),
+        "Maximum probe -> client -> probe time from TCP timestamps",
+    ),
+    el(
+        1050,
+        "tcpTsClientRttP50Microseconds",
+        "ts_cnt_p50_us",
+        "unsigned32",
+        "microseconds",
+        Npm::TsRtt(Client, P50),
+        "Median probe -> client -> probe time (P2 estimate beyond 7 samples)",
+    ),
+    el(
+        1051,
+        "tcpTsClientRttP90Microseconds",
+        "ts_cnt_p90_us",
+        "unsigned32",
+        "microseconds",
+        Npm::TsRtt(Client, P90),
+        "90th percentile probe -> client -> probe time (P2 estimate beyond 7 samples)",
     ),
 ];
 

@@ -360,7 +360,7 @@ pub fn flow_fields(
         ] {
             f.push(Field::iana(id, 4, v));
         }
-        // The receive-window events, under their private v9 types.
+        // The receive-window events and timestamp RTT, under their private v9 types.
         for e in NPM_ELEMENTS.iter().filter(|e| is_v9_npm(e.value)) {
             f.push(Field::iana(
                 V9_PRIVATE_BASE + e.id,
@@ -407,7 +407,7 @@ pub fn enterprise_ids_distinct_from_reverse(t: &FlowTemplate) -> bool {
 /// The NPM elements NetFlow v9 records carry too (as
 /// `V9_PRIVATE_BASE + id`).
 pub fn is_v9_npm(n: Npm) -> bool {
-    matches!(n, Npm::ZeroWindow(_) | Npm::WindowFull(_))
+    matches!(n, Npm::ZeroWindow(_) | Npm::WindowFull(_) | Npm::TsRtt(..))
 }
 
 /// Whether a field is one of the per-flow NPM metrics (used by docs/tests).
@@ -453,8 +453,9 @@ mod tests {
         for id in 57554..=57559 {
             assert!(ids.contains(&id), "{id}");
         }
-        // Zero window / window full per direction: 32768 + 1050..=1053.
-        for id in 33818..=33821 {
+        // Zero window / window full per direction: 32768 + 1060..=1063;
+        // timestamp RTT: 32768 + 1040..=1051.
+        for id in (33828..=33831).chain(33808..=33819) {
             assert!(ids.contains(&id), "{id}");
         }
         assert!(t.v4.fields.iter().all(|f| f.pen == 0));

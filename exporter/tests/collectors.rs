@@ -326,7 +326,10 @@ fn nfacctd_decodes_every_npm_element() {
                 u64::from(r.direction_guessed) | (u64::from(r.npm.tls) << 1),
             ),
             ("seq_in_flow", u64::from(r.seq_in_flow)),
-        ] {
+        ]
+        .into_iter()
+        .chain(ts_rtt_expect(r))
+        {
             assert_eq!(
                 pm(row, k),
                 want,
@@ -336,4 +339,35 @@ fn nfacctd_decodes_every_npm_element() {
             );
         }
     }
+}
+
+/// The timestamp-RTT primitives of a record: all "not measured" without
+/// the option, else the leg's count (0 included) and values.
+fn ts_rtt_expect(r: &FlowRecord) -> Vec<(&'static str, u64)> {
+    let nm = |v: Option<u32>| u64::from(v.unwrap_or(u32::MAX));
+    let mut out = Vec::new();
+    for (p, leg) in [
+        ("ts_snt", r.npm.ts_rtt.map(|t| t.server)),
+        ("ts_cnt", r.npm.ts_rtt.map(|t| t.client)),
+    ] {
+        let vals = match leg {
+            None => [u64::from(u32::MAX); 6],
+            Some(l) => [
+                u64::from(l.count),
+                nm(l.min_us),
+                nm(l.mean_us),
+                nm(l.max_us),
+                nm(l.p50_us),
+                nm(l.p90_us),
+            ],
+        };
+        for (s, v) in ["count", "min_us", "mean_us", "max_us", "p50_us", "p90_us"]
+            .into_iter()
+            .zip(vals)
+        {
+            let name: &'static str = Box::leak(format!("{p}_{s}").into_boxed_str());
+            out.push((name, v));
+        }
+    }
+    out
 }

@@ -25,6 +25,8 @@ impl Dissected {
             .args(["-n", "-r"])
             .arg(&self.pcap)
             .args([
+                "-o",
+                "cflow.max_template_fields:0",
                 "-d",
                 &self.decode,
                 "-T",
@@ -101,6 +103,8 @@ fn export_named(
         .args(["-n", "-r"])
         .arg(&pcap)
         .args(["-d", &decode, "-V"])
+        // The ntop biflow template has 62 fields, over tshark's default cap of 60.
+        .args(["-o", "cflow.max_template_fields:0"])
         .output()
         .unwrap();
     let verbose = String::from_utf8_lossy(&verbose.stdout).into_owned();
@@ -115,12 +119,15 @@ fn export_named(
 }
 
 /// NetFlow v9 types of the receive-window counters, `ie::V9_PRIVATE_BASE`
-/// plus 1050..=1053: private, so tshark calls them unknown and shows the
+/// plus 1060..=1063: private, so tshark calls them unknown and shows the
 /// raw value, which `v9_private_values` reads.
-const V9_PRIVATE: [u16; 4] = [33818, 33819, 33820, 33821];
+const V9_PRIVATE: [u16; 4] = [33828, 33829, 33830, 33831];
 
+/// A line of a private v9 field (receive window, timestamp RTT): types
+/// outside the registry, which tshark calls "Unknown" by design.
 fn is_v9_private_line(l: &str) -> bool {
-    V9_PRIVATE.iter().any(|t| {
+    let ts = (1040..=1051u16).map(|id| xdprobe_exporter::ie::V9_PRIVATE_BASE + id);
+    V9_PRIVATE.iter().copied().chain(ts).any(|t| {
         l.contains(&format!("Unknown({t})"))
             || l.contains(&format!("Unknown ({t})"))
             || l.contains(&format!("Type {t}: Value"))
@@ -135,6 +142,36 @@ fn v9_private_values(verbose: &str, t: u16) -> Vec<u32> {
         .filter_map(|l| l.split_once(&key).map(|(_, hex)| hex))
         .map(|hex| u32::from_str_radix(&hex.replace(' ', ""), 16).unwrap())
         .collect()
+}
+
+/// The values tshark shows for the v9 timestamp-RTT fields, by IPFIX ID,
+/// record by record.
+fn v9_ts_rtt_values(verbose: &str) -> Vec<Vec<(u16, u32)>> {
+    let mut recs: Vec<Vec<(u16, u32)>> = Vec::new();
+    for l in verbose.lines() {
+        let Some(rest) = l.trim().strip_prefix("Unknown Field Type: Type ") else {
+            continue;
+        };
+        let Some((t, hex)) = rest.split_once(": Value (hex bytes): ") else {
+            continue;
+        };
+        let Some(id) = t
+            .parse::<u16>()
+            .unwrap()
+            .checked_sub(xdprobe_exporter::ie::V9_PRIVATE_BASE)
+            .filter(|id| (1040..=1051).contains(id))
+        else {
+            continue;
+        };
+        let v = hex
+            .split_whitespace()
+            .fold(0u32, |a, b| (a << 8) | u32::from_str_radix(b, 16).unwrap());
+        if id == 1040 {
+            recs.push(Vec::new());
+        }
+        recs.last_mut().expect("1040 comes first").push((id, v));
+    }
+    recs
 }
 
 fn assert_clean(verbose: &str) {
@@ -228,6 +265,32 @@ fn tshark_decodes_nfv9_and_ntop_profile() {
             ];
             for (t, want) in V9_PRIVATE.iter().zip(want) {
                 assert_eq!(v9_private_values(&d.verbose, *t), want, "v9 type {t} ({q})");
+            }
+            // The timestamp-RTT fields, values as sent (not measured =
+            // 4294967295, the count included when the flow had none).
+            let got = v9_ts_rtt_values(&d.verbose);
+            assert_eq!(got.len(), recs.len(), "{q}");
+            let nm = |v: Option<u32>| v.unwrap_or(u32::MAX);
+            for (r, g) in recs.iter().zip(&got) {
+                let want: Vec<(u16, u32)> = match r.npm.ts_rtt {
+                    None => (1040..=1051).map(|id| (id, u32::MAX)).collect(),
+                    Some(t) => [t.server, t.client]
+                        .iter()
+                        .flat_map(|l| {
+                            [
+                                l.count,
+                                nm(l.min_us),
+                                nm(l.mean_us),
+                                nm(l.max_us),
+                                nm(l.p50_us),
+                                nm(l.p90_us),
+                            ]
+                        })
+                        .zip(1040..)
+                        .map(|(v, id)| (id, v))
+                        .collect(),
+                };
+                assert_eq!(g, &want, "{q}: {}:{}", r.client_addr, r.client_port);
             }
         } else {
             let names = d.field("cflow.observation_domain_name");

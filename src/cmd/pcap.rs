@@ -71,6 +71,9 @@ pub struct FlowArgs {
     /// Do not compute NPM metrics (to measure their cost).
     #[arg(long)]
     pub no_npm: bool,
+    /// Do not compute RTT from TCP timestamps (the rest of NPM stays on).
+    #[arg(long)]
+    pub no_ts_rtt: bool,
 }
 
 /// The largest `--capacity`, as the config file's `[flow] capacity`.
@@ -84,6 +87,7 @@ impl FlowArgs {
             active_timeout: self.active_timeout,
             tcp_linger: self.tcp_linger,
             npm: !self.no_npm,
+            ts_rtt: !self.no_ts_rtt,
             ..FlowConfig::default()
         }
     }
@@ -245,6 +249,23 @@ pub fn print_summary(s: &WorkerStats, elapsed: Duration) {
     );
     for (name, n) in s.drops.iter().filter(|(_, n)| *n > 0) {
         let _ = writeln!(e, "  dropped {name}: {n}");
+    }
+    let ts = &s.ts_rtt;
+    let events = ts.counters.iter();
+    if ts.server().count + ts.client().count > 0 || events.iter().any(|(_, n)| *n > 0) {
+        let ev: Vec<String> = events
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let _ = writeln!(
+            e,
+            "  ts_rtt samples: server leg {}, client leg {}{}{}",
+            ts.server().count,
+            ts.client().count,
+            if ev.is_empty() { "" } else { "; " },
+            ev.join(", ")
+        );
     }
     if s.ip_length_clamped > 0 {
         let _ = writeln!(

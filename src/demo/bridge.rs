@@ -12,7 +12,9 @@
 //! due frames, so a bounded ring of fixed-size slots is the whole queue
 //! (frames are received straight into their slot; no allocation while
 //! running). A frame is never sent before its arrival time plus the delay;
-//! it may be a few microseconds late (timer slack is set to 1 ns).
+//! it may be a few microseconds late (timer slack is set to 1 ns). A longer
+//! delay applies to frames arriving from then on; a shorter one too, but as
+//! the line stays a FIFO, they wait behind the frames already queued.
 //!
 //! Reordering works as netem's does with a delay: a frame picked for it is
 //! sent at once, overtaking the frames still in the delay line (so it needs

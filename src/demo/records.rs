@@ -7,7 +7,7 @@ use std::{io::Write, net::IpAddr};
 use serde_json::Value;
 use xdprobe_dataplane::{
     EndReason, FlowRecord, Timestamp,
-    flow::record::{DirStats, Npm},
+    flow::record::{DirStats, Npm, TsRttLeg, TsRttRecord},
     output::{Format, RecordWriter},
 };
 
@@ -24,6 +24,27 @@ fn u32_of(v: &Value, k: &str) -> Option<u32> {
 /// `null` (not measured) and absent are both `None`.
 fn opt_u32(v: &Value, k: &str) -> Option<u32> {
     u32_of(v, k)
+}
+
+/// One timestamp-RTT leg object; `None` for `null` or a malformed one.
+fn ts_leg(v: &Value) -> Option<TsRttLeg> {
+    Some(TsRttLeg {
+        count: u32_of(v, "count")?,
+        min_us: opt_u32(v, "min_us"),
+        mean_us: opt_u32(v, "mean_us"),
+        max_us: opt_u32(v, "max_us"),
+        p50_us: opt_u32(v, "p50_us"),
+        p90_us: opt_u32(v, "p90_us"),
+        missed: u32_of(v, "missed")?,
+    })
+}
+
+/// Both legs, or `None` (the flow had no timestamp option).
+fn ts_rtt(v: &Value) -> Option<TsRttRecord> {
+    Some(TsRttRecord {
+        server: ts_leg(v.get("ts_rtt_server")?)?,
+        client: ts_leg(v.get("ts_rtt_client")?)?,
+    })
 }
 
 fn dir(v: &Value) -> Option<DirStats> {
@@ -86,6 +107,7 @@ pub fn from_json(v: &Value) -> Option<FlowRecord> {
             srt_mean_us: opt_u32(v, "srt_mean_us"),
             srt_max_us: opt_u32(v, "srt_max_us"),
             tls: v.get("tls")?.as_bool()?,
+            ts_rtt: ts_rtt(v),
         },
         seq_in_flow: u32_of(v, "record_seq")?,
     })
@@ -235,6 +257,18 @@ mod tests {
                 srt_mean_us: Some(20_040),
                 srt_max_us: Some(20_080),
                 tls: false,
+                ts_rtt: Some(TsRttRecord {
+                    server: TsRttLeg {
+                        count: 5,
+                        min_us: Some(80),
+                        mean_us: Some(100),
+                        max_us: Some(140),
+                        p50_us: Some(95),
+                        p90_us: Some(130),
+                        missed: 1,
+                    },
+                    client: TsRttLeg::default(),
+                }),
             },
             seq_in_flow: 0,
         };

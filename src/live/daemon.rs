@@ -126,6 +126,7 @@ pub fn flow_config(cfg: &Config) -> FlowConfig {
         active_timeout: cfg.flow.active_timeout,
         tcp_linger: cfg.flow.tcp_end_linger,
         npm: cfg.flow.npm,
+        ts_rtt: cfg.flow.tcp_ts_rtt,
         ..FlowConfig::default()
     }
 }
@@ -415,6 +416,7 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     let report = Arc::new(Mutex::new(Report::default()));
     let registry = Metrics::new();
     registry.register(ReportCollector(report.clone()));
+    registry.register_summary(crate::live::prom::TsRttSummary(report.clone()));
     if let Some(h) = &host {
         registry.register(crate::live::host::HostCollector(h.metrics.clone()));
     }

@@ -24,6 +24,8 @@ pub struct ProbeOpts<'a> {
     pub metrics_port: u16,
     pub extra_args: Vec<&'a str>,
     pub idle_timeout: &'a str,
+    /// `[flow] active_timeout`: interval records of long flows.
+    pub active_timeout: &'a str,
     /// `[probe] user`: switch to this account after setup.
     pub user: Option<&'a str>,
     /// More config sections, appended as they are (e.g. `[host]`).
@@ -63,7 +65,7 @@ poll_timeout = "10ms"
 [flow]
 capacity = 65536
 idle_timeout = "{idle}"
-active_timeout = "300s"
+active_timeout = "{active}"
 tcp_end_linger = "1s"
 
 [export]
@@ -78,6 +80,7 @@ listen = "127.0.0.1:{port}"
         iface = o.iface,
         queues = queues.join(", "),
         idle = o.idle_timeout,
+        active = o.active_timeout,
         user = o
             .user
             .map(|u| format!("user = \"{u}\""))

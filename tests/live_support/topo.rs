@@ -66,6 +66,24 @@ impl Drop for Bench {
 impl Bench {
     /// Builds the topology; `queues` RX queues on the probe's interface.
     pub fn new(queues: u32, impair: Option<Impair>, dir: &Path) -> Bench {
+        let mut b = Bench::unbridged(queues, dir);
+        match impair {
+            Some(i) => b.start_impair(i),
+            None => {
+                for (br, a, z) in [("bra", "c1", "m0"), ("brb", "m1", "s1")] {
+                    b.m.exec(&["ip", "link", "add", br, "type", "bridge"]);
+                    b.m.exec(&["ip", "link", "set", a, "master", br]);
+                    b.m.exec(&["ip", "link", "set", z, "master", br]);
+                    b.m.exec(&["ip", "link", "set", br, "up"]);
+                }
+            }
+        }
+        b
+    }
+
+    /// The topology with legs A (c1–m0) and B (m1–s1) left open, for a
+    /// bridge the caller runs in `m` (their ports are promiscuous).
+    pub fn unbridged(queues: u32, dir: &Path) -> Bench {
         let c = NetNs::new("lvc");
         let m = NetNs::new("lvm");
         let s = NetNs::new("lvs");
@@ -95,32 +113,19 @@ impl Bench {
                 &format!("echo {mask} > /sys/class/net/p0/queues/tx-{q}/xps_cpus"),
             ]);
         }
-        let mut b = Bench {
+        // A user-space bridge's ports receive frames addressed to the far
+        // ends (a Linux bridge sets this itself).
+        for dev in ["c1", "m0", "m1", "s1"] {
+            m.exec(&["ip", "link", "set", dev, "promisc", "on"]);
+        }
+        Bench {
             c,
             m,
             s,
             p,
             dir: dir.to_owned(),
             children: Vec::new(),
-        };
-        match impair {
-            Some(i) => {
-                // The legs forward frames addressed to the far ends.
-                for dev in ["c1", "m0", "m1", "s1"] {
-                    b.m.exec(&["ip", "link", "set", dev, "promisc", "on"]);
-                }
-                b.start_impair(i)
-            }
-            None => {
-                for (br, a, z) in [("bra", "c1", "m0"), ("brb", "m1", "s1")] {
-                    b.m.exec(&["ip", "link", "add", br, "type", "bridge"]);
-                    b.m.exec(&["ip", "link", "set", a, "master", br]);
-                    b.m.exec(&["ip", "link", "set", z, "master", br]);
-                    b.m.exec(&["ip", "link", "set", br, "up"]);
-                }
-            }
         }
-        b
     }
 
     /// One `xdprobe demo bridge` process per leg, leg A pinned to CPU 0 and

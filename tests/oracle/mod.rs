@@ -95,7 +95,20 @@ pub fn time_order(file: &Path) -> TimeOrder {
 }
 
 /// A temporary file, removed on drop.
-struct Temp(PathBuf);
+pub struct Temp(pub PathBuf);
+
+/// The file as the probe reads it: a time-ordered copy when it has
+/// inversions within 2 ms (see [`run`]), else the file itself (`None`).
+pub fn as_the_probe_reads(file: &Path) -> Option<Temp> {
+    match time_order(file) {
+        TimeOrder::InOrder | TimeOrder::LateOnly => None,
+        TimeOrder::WithinWindow => Some(reordered_copy(file)),
+        TimeOrder::Mixed => panic!(
+            "{}: timestamp inversions both within and beyond 2 ms",
+            file.display()
+        ),
+    }
+}
 
 impl Drop for Temp {
     fn drop(&mut self) {

@@ -142,6 +142,7 @@ impl Validator<'_> {
             active_timeout,
             tcp_end_linger,
             npm: raw.npm.as_ref().is_none_or(|b| *b.get_ref()),
+            tcp_ts_rtt: raw.tcp_ts_rtt.as_ref().is_none_or(|b| *b.get_ref()),
         }
     }
 

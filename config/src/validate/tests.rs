@@ -354,12 +354,15 @@ fn flow_section() {
     // Decision: an active timeout shorter than the idle timeout is allowed
     // (frequent interim exports of long flows, slow expiry of quiet ones).
     let c = ok(&format!(
-        "{IFACE}[flow]\nidle_timeout = \"5m\"\nactive_timeout = \"1m\"\ntcp_end_linger = \"0s\"\nnpm = false\n"
+        "{IFACE}[flow]\nidle_timeout = \"5m\"\nactive_timeout = \"1m\"\ntcp_end_linger = \"0s\"\nnpm = false\ntcp_ts_rtt = false\n"
     ));
     assert_eq!(c.flow.active_timeout, Duration::from_secs(60));
     assert_eq!(c.flow.idle_timeout, Duration::from_secs(300));
     assert_eq!(c.flow.tcp_end_linger, Duration::ZERO);
     assert!(!c.flow.npm);
+    assert!(!c.flow.tcp_ts_rtt);
+    let c = ok(&format!("{IFACE}[flow]\ntcp_ts_rtt = true\n"));
+    assert!(c.flow.tcp_ts_rtt);
 }
 
 #[test]
@@ -530,6 +533,7 @@ fn minimal_config_gets_documented_defaults() {
     assert_eq!(c.flow.active_timeout, Duration::from_secs(300));
     assert_eq!(c.flow.tcp_end_linger, Duration::from_secs(2));
     assert!(c.flow.npm);
+    assert!(c.flow.tcp_ts_rtt);
     assert!(c.filter.is_empty());
     assert!(c.export.collectors.is_empty());
     assert_eq!(

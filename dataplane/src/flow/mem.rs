@@ -1,6 +1,9 @@
 //! Memory of the big per-worker arrays: how much they take (for the
 //! estimate made before anything is allocated), allocation that fails
-//! with an error instead of aborting, and a hint for huge pages.
+//! with an error instead of aborting, a hint for huge pages, and the
+//! lazily zeroed timestamp-RTT column.
+
+use crate::metrics::tsrtt::TsRtt;
 
 /// A table could not get its memory up front.
 #[derive(Debug, thiserror::Error)]
@@ -53,4 +56,93 @@ pub fn hash_index_bytes(items: usize, entry: usize) -> u64 {
         .div_ceil(7)
         .next_power_of_two();
     buckets.saturating_mul(entry as u64 + 1) + 16
+}
+
+/// The timestamp-RTT column: `n` entries in anonymous memory from
+/// `mmap`, which the kernel backs with zeroed pages only when first
+/// written, so slots whose flows never carry the option cost no memory.
+/// (A zeroed heap allocation would not do: for an alignment above 16 the
+/// allocator writes the zeros itself, touching every page up front.) An
+/// all-zero `TsRtt` is its default, an empty state; the TCP tracker starts
+/// an entry before using it anyway.
+pub struct TsColumn {
+    map: Option<memmap2::MmapMut>,
+    len: usize,
+}
+
+impl TsColumn {
+    /// No column (the feature is off).
+    pub fn empty() -> Self {
+        TsColumn { map: None, len: 0 }
+    }
+
+    /// A column of `n` entries; empty (the feature off, logged) if the
+    /// kernel refuses the mapping.
+    pub fn new(n: usize) -> Self {
+        let Some(bytes) = n.checked_mul(size_of::<TsRtt>()).filter(|&b| b > 0) else {
+            return Self::empty();
+        };
+        match memmap2::MmapMut::map_anon(bytes) {
+            Ok(map) => {
+                advise_huge_pages(map.as_ptr(), bytes);
+                TsColumn {
+                    map: Some(map),
+                    len: n,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, bytes, "no memory for timestamp RTT: it is off");
+                Self::empty()
+            }
+        }
+    }
+
+    fn slice(&self) -> &[TsRtt] {
+        match &self.map {
+            // SAFETY: the mapping is page-aligned (more than `TsRtt`'s 64),
+            // `len * size_of::<TsRtt>()` bytes long, and every byte is
+            // initialised (zero, or written through `slice_mut`); all-zero
+            // bytes are a valid `TsRtt` (it holds only integers). The slice
+            // borrows `self`, which owns the mapping.
+            Some(m) => unsafe { std::slice::from_raw_parts(m.as_ptr().cast::<TsRtt>(), self.len) },
+            None => &[],
+        }
+    }
+
+    fn slice_mut(&mut self) -> &mut [TsRtt] {
+        match &mut self.map {
+            // SAFETY: as in `slice`; the mutable borrow of `self` makes this
+            // the only reference into the mapping.
+            Some(m) => unsafe {
+                std::slice::from_raw_parts_mut(m.as_mut_ptr().cast::<TsRtt>(), self.len)
+            },
+            None => &mut [],
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<&TsRtt> {
+        self.slice().get(i)
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut TsRtt> {
+        self.slice_mut().get_mut(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TsColumn;
+
+    #[test]
+    fn ts_column_is_zeroed_and_writable() {
+        let mut c = TsColumn::new(1000);
+        assert!(c.get(999).is_some() && c.get(1000).is_none());
+        let fresh = c.get(500).unwrap().record();
+        assert_eq!(fresh.server.count, 0);
+        c.get_mut(500).unwrap().reset_interval();
+        assert!(TsColumn::empty().get(0).is_none());
+        assert!(TsColumn::new(0).get(0).is_none());
+    }
 }

@@ -106,6 +106,35 @@ pub struct Npm {
     pub srt_mean_us: Option<u32>,
     pub srt_max_us: Option<u32>,
     pub tls: bool,
+    /// RTT from TCP timestamps (`metrics::tsrtt`) over this record's
+    /// interval; `None` when no segment of the flow carried the option.
+    pub ts_rtt: Option<TsRttRecord>,
+}
+
+/// One leg of timestamp RTT over a record's interval, µs: `None` values
+/// when the leg had no sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TsRttLeg {
+    /// Samples: TSvals of the leg's near side echoed for the first time.
+    pub count: u32,
+    pub min_us: Option<u32>,
+    pub mean_us: Option<u32>,
+    pub max_us: Option<u32>,
+    /// Median and 90th percentile (exact up to 7 samples, P² estimates
+    /// beyond: `metrics::sketch`).
+    pub p50_us: Option<u32>,
+    pub p90_us: Option<u32>,
+    /// Echoes of TSvals the probe saw but had no room to remember
+    /// (`count + missed` = distinct TSvals echoed, when echoes are in order).
+    pub missed: u32,
+}
+
+/// Timestamp RTT of a record, by leg: `server` = probe → server → probe
+/// (client TSvals echoed by the server), `client` = probe → client → probe.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TsRttRecord {
+    pub server: TsRttLeg,
+    pub client: TsRttLeg,
 }
 
 /// One flow record.

@@ -20,6 +20,8 @@ use super::lru::{Heads, Linked, Links, ListId};
 use super::mem::{AllocError, hash_index_bytes, index_capacity};
 use super::record::{Dir, DirStats, EndReason, FlowRecord, Npm};
 use crate::metrics::L4Metrics;
+use crate::metrics::tcp::TsCtx;
+use crate::metrics::tsrtt::{TsRtt, TsRttWorker};
 use crate::parse::{Fragment, L4, PacketMeta, TcpFlags};
 use crate::time::Timestamp;
 
@@ -39,6 +41,9 @@ pub struct FlowConfig {
     /// Compute NPM metrics (RTT, SRT, retransmissions). Off only to measure
     /// their cost.
     pub npm: bool,
+    /// With `npm`: continuous RTT from the TCP timestamp option
+    /// (`metrics::tsrtt`), at `size_of::<TsRtt>()` more bytes per flow slot.
+    pub ts_rtt: bool,
     /// Datagrams whose first fragment is remembered at once.
     pub frag_capacity: usize,
 }
@@ -51,6 +56,7 @@ impl Default for FlowConfig {
             active_timeout: Duration::from_secs(300),
             tcp_linger: Duration::from_secs(2),
             npm: true,
+            ts_rtt: true,
             frag_capacity: 4096,
         }
     }
@@ -113,7 +119,8 @@ impl Flow {
         }
     }
 
-    fn record(&self, reason: EndReason) -> FlowRecord {
+    /// This flow's record; `ts` is its timestamp-RTT column entry.
+    fn record(&self, reason: EndReason, ts: Option<&TsRtt>) -> FlowRecord {
         let (client_addr, client_port) = self.key.endpoint(self.client);
         let (server_addr, server_port) = self.key.endpoint(self.client.other());
         let dir = |c: &Counters| DirStats {
@@ -139,7 +146,7 @@ impl Flow {
             npm: Npm::default(),
             seq_in_flow: self.seq_in_flow,
         };
-        self.metrics.fill(&mut rec);
+        self.metrics.fill(&mut rec, ts);
         rec
     }
 
@@ -227,6 +234,14 @@ pub struct FlowTable {
     index: HashTable<IndexSlot>,
     hasher: hashbrown::DefaultHashBuilder,
     slab: Slab,
+    /// Timestamp-RTT state by slab slot (`ts_col[i]` belongs to the flow in
+    /// slot `i` once its tracker says so), kept apart from the flow entry
+    /// so packets without the option, and flows without it, never touch
+    /// it. Empty when the feature is off; else one entry per slot of the
+    /// capacity, zeroed lazily by the kernel (`mem::TsColumn`): only the
+    /// pages of flows that carry the option are ever touched.
+    ts_col: super::mem::TsColumn,
+    ts_stats: TsRttWorker,
     free: Vec<u32>,
     lists: Heads,
     frags: FragTable,
@@ -289,6 +304,11 @@ impl FlowTable {
         index
             .try_reserve(index_capacity(capacity), no_entries)
             .map_err(|_| fail())?;
+        let ts_col = if cfg.npm && cfg.ts_rtt {
+            super::mem::TsColumn::new(capacity)
+        } else {
+            super::mem::TsColumn::empty()
+        };
         Ok(FlowTable {
             cfg_idle_ns: dur_ns(cfg.idle_timeout),
             cfg_active_ns: dur_ns(cfg.active_timeout),
@@ -298,6 +318,8 @@ impl FlowTable {
             index,
             hasher: hashbrown::DefaultHashBuilder::default(),
             slab: Slab(slab),
+            ts_col,
+            ts_stats: TsRttWorker::default(),
             free,
             lists: Heads::default(),
             frags: FragTable::try_new(cfg.frag_capacity)?,
@@ -321,6 +343,11 @@ impl FlowTable {
 
     pub fn frag_stats(&self) -> super::frag::FragStats {
         self.frags.stats
+    }
+
+    /// Timestamp-RTT counters and per-leg summaries of this table's flows.
+    pub fn ts_rtt_stats(&self) -> &TsRttWorker {
+        &self.ts_stats
     }
 
     /// Accounts one parsed packet captured at `ts`; finished records go to
@@ -381,6 +408,11 @@ impl FlowTable {
             && let Some(f) = self.slab.0.get(i as usize)
         {
             prefetch(f, std::mem::size_of::<Flow>());
+            if let Some(t) = self.ts_col.get(i as usize)
+                && pkt.tcp().is_some_and(|t| t.options.timestamp.is_some())
+            {
+                prefetch(t, TsRtt::HOT_BYTES);
+            }
         }
     }
 
@@ -473,7 +505,11 @@ impl FlowTable {
                 now_closing = true;
             }
         }
-        f.metrics.on_packet(dir, pkt, ts);
+        let tsrtt = self.ts_col.get_mut(i as usize).map(|flow| TsCtx {
+            flow,
+            worker: &mut self.ts_stats,
+        });
+        f.metrics.on_packet(dir, pkt, ts, tsrtt);
         if now_closing {
             let due = now.saturating_add_nanos(linger);
             self.next_deadline = self.next_deadline.min(due);
@@ -567,7 +603,7 @@ impl FlowTable {
         let f = &self.slab.0[i as usize];
         if f.packets() > 0 {
             self.stats.records += 1;
-            out(f.record(reason));
+            out(f.record(reason, self.ts_col.get(i as usize)));
         }
         let hash = f.hash;
         if let Ok(e) = self.index.find_entry(hash, |s| s.idx == i) {

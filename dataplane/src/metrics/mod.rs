@@ -7,11 +7,14 @@
 
 pub mod dns;
 pub mod handshake;
+pub mod histogram;
 pub mod retrans;
 pub mod seq;
+pub mod sketch;
 pub mod srt;
 pub mod tcp;
 pub mod tls;
+pub mod tsrtt;
 
 use crate::flow::record::{Dir, FlowRecord};
 use crate::parse::PacketMeta;
@@ -19,6 +22,10 @@ use crate::time::Timestamp;
 
 /// Per-flow metric state, by transport.
 #[derive(Clone, Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "held inline in the pre-sized flow slab: boxing the TCP state would allocate per flow and add a pointer chase per packet"
+)]
 pub enum L4Metrics {
     Tcp(tcp::TcpTracker),
     Dns(dns::DnsTracker),
@@ -37,12 +44,19 @@ impl L4Metrics {
         }
     }
 
-    /// Feeds one packet travelling in `dir`.
-    pub fn on_packet(&mut self, dir: Dir, pkt: &PacketMeta<'_>, ts: Timestamp) {
+    /// Feeds one packet travelling in `dir`; `tsrtt` is the flow's
+    /// timestamp-RTT state when that feature is on.
+    pub fn on_packet(
+        &mut self,
+        dir: Dir,
+        pkt: &PacketMeta<'_>,
+        ts: Timestamp,
+        tsrtt: Option<tcp::TsCtx<'_>>,
+    ) {
         match self {
             L4Metrics::Tcp(t) => {
                 if let Some(tcp) = pkt.tcp() {
-                    t.on_segment(dir, tcp, pkt.payload_len, pkt.payload, ts);
+                    t.on_segment(dir, tcp, pkt.payload_len, pkt.payload, ts, tsrtt);
                 }
             }
             L4Metrics::Dns(d) => d.on_datagram(dir, pkt.payload, ts),
@@ -52,9 +66,9 @@ impl L4Metrics {
 
     /// Writes this interval's NPM fields and per-direction TCP counters into
     /// `rec`.
-    pub fn fill(&self, rec: &mut FlowRecord) {
+    pub fn fill(&self, rec: &mut FlowRecord, tsrtt: Option<&tsrtt::TsRtt>) {
         match self {
-            L4Metrics::Tcp(t) => t.fill(rec),
+            L4Metrics::Tcp(t) => t.fill(rec, tsrtt),
             L4Metrics::Dns(d) => d.fill(rec),
             L4Metrics::None => {}
         }
@@ -62,9 +76,9 @@ impl L4Metrics {
 
     /// Starts a new reporting interval (after an active-timeout record):
     /// zero the per-interval counts, keep the handshake and sequence state.
-    pub fn reset_interval(&mut self) {
+    pub fn reset_interval(&mut self, tsrtt: Option<&mut tsrtt::TsRtt>) {
         match self {
-            L4Metrics::Tcp(t) => t.reset_interval(),
+            L4Metrics::Tcp(t) => t.reset_interval(tsrtt),
             L4Metrics::Dns(d) => d.reset_interval(),
             L4Metrics::None => {}
         }

@@ -2,7 +2,9 @@
 //! RTT, server response time (plain or TLS), retransmissions by kind,
 //! out-of-order segments, keep-alives and duplicate ACKs, and the
 //! receive-window events zero window and window full (Wireshark's
-//! definitions, `retrans.rs`).
+//! definitions, `retrans.rs`); and it drives the flow's timestamp RTT
+//! (`tsrtt`), whose larger state lives beside the flow entry and is handed
+//! in per segment.
 //!
 //! The tracker is stored inline in every flow-table entry, so it holds no
 //! heap data and stays at most [`TCP_TRACKER_MAX_BYTES`] (checked at compile
@@ -14,15 +16,17 @@ use super::retrans::{Class, DEFAULT_OOO_THRESHOLD_NS, DirSeq, Segment, note_wind
 use super::seq::SeqNumber;
 use super::srt::{SrtStats, Turn};
 use super::tls::{TlsDir, looks_like_client_hello};
+use super::tsrtt::{TsHot, TsRtt, TsRttWorker};
 use crate::flow::record::{Dir, DirStats, FlowRecord};
 use crate::parse::{TcpFlags, TcpMeta};
 use crate::time::{Timestamp, ns_to_us};
 
-/// Upper bound on `size_of::<TcpTracker>()`, enforced below: 240 bytes on
+/// Upper bound on `size_of::<TcpTracker>()`, enforced below: 272 bytes on
 /// 64-bit targets (handshake 40, sequence state 2 × 32, counters 2 × 32,
 /// TLS record state 2 × 12, request/response turn 16, SRT statistics 24,
-/// TLS decision 1, padded to 8).
-pub const TCP_TRACKER_MAX_BYTES: usize = 240;
+/// TLS decision 1, timestamp-option flags 1, timestamp RTT's per-segment
+/// state 32, padded to 8).
+pub const TCP_TRACKER_MAX_BYTES: usize = 272;
 const _: () = assert!(size_of::<TcpTracker>() <= TCP_TRACKER_MAX_BYTES);
 
 /// Per-interval counters of one direction (32 bytes).
@@ -64,6 +68,47 @@ enum Proto {
     Tls,
 }
 
+/// Which directions carried the timestamp option (`TS_*`) or segments
+/// without it (`PLAIN_*`, RSTs aside: RFC 7323 §3.2 lets them go without),
+/// whether the flow's [`TsRtt`] column entry is live, and whether the flow
+/// was counted as one-sided.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct TsUse(u8);
+
+impl TsUse {
+    const LIVE: u8 = 1 << 4;
+    const ONE_SIDED: u8 = 1 << 5;
+
+    fn ts(d: Dir) -> u8 {
+        1 << d.index()
+    }
+
+    fn plain(d: Dir) -> u8 {
+        1 << (2 + d.index())
+    }
+
+    fn has(self, f: u8) -> bool {
+        self.0 & f != 0
+    }
+
+    /// One side carries the option and the other sent segments without it
+    /// and never with it.
+    fn one_sided(self) -> bool {
+        [Dir::C2S, Dir::S2C].into_iter().any(|d| {
+            self.has(Self::ts(d))
+                && self.has(Self::plain(d.reverse()))
+                && !self.has(Self::ts(d.reverse()))
+        })
+    }
+}
+
+/// What a segment needs for timestamp RTT: the flow's state and the
+/// worker's statistics. `None` when the feature is off.
+pub struct TsCtx<'a> {
+    pub flow: &'a mut TsRtt,
+    pub worker: &'a mut TsRttWorker,
+}
+
 /// NPM state of one TCP flow. `Dir` is relative to the flow's client (the
 /// SYN sender, or the flow table's guess for a flow picked up mid-stream).
 #[derive(Clone, Debug, Default)]
@@ -75,6 +120,9 @@ pub struct TcpTracker {
     turn: Turn,
     srt: SrtStats,
     proto: Proto,
+    ts: TsUse,
+    /// Timestamp RTT's per-segment state (the rest is in the column).
+    ts_hot: TsHot,
 }
 
 #[inline]
@@ -94,7 +142,11 @@ impl TcpTracker {
         payload_len: u32,
         payload: &[u8],
         ts: Timestamp,
+        tsrtt: Option<TsCtx<'_>>,
     ) {
+        if let Some(ctx) = tsrtt {
+            self.on_timestamp(dir, tcp, ts, ctx);
+        }
         let f = tcp.flags;
         match dir {
             Dir::C2S if f.is_syn_only() => self.hs.on_syn(ts),
@@ -153,6 +205,41 @@ impl TcpTracker {
         }
     }
 
+    /// Timestamp RTT: the option's values to the flow's [`TsRtt`], and the
+    /// one-sided check.
+    #[inline]
+    fn on_timestamp(&mut self, dir: Dir, tcp: &TcpMeta, ts: Timestamp, ctx: TsCtx<'_>) {
+        let before = self.ts;
+        match tcp.options.timestamp {
+            Some((tsval, tsecr)) => {
+                self.ts.0 |= TsUse::ts(dir);
+                if !self.ts.has(TsUse::LIVE) {
+                    self.ts.0 |= TsUse::LIVE;
+                    ctx.flow.start(&mut self.ts_hot, ts);
+                }
+                // TSecr is meaningful with ACK only (RFC 7323 §3.2), and
+                // only echoes something if the other side uses the option.
+                let rev_plain = self.ts.has(TsUse::plain(dir.reverse()))
+                    && !self.ts.has(TsUse::ts(dir.reverse()));
+                let echo = (tcp.flags.contains(TcpFlags::ACK) && !rev_plain).then_some(tsecr);
+                ctx.flow
+                    .on_segment(&mut self.ts_hot, dir, tsval, echo, ts, ctx.worker);
+            }
+            None if !tcp.flags.contains(TcpFlags::RST) => self.ts.0 |= TsUse::plain(dir),
+            None => {}
+        }
+        if self.ts != before && !self.ts.has(TsUse::ONE_SIDED) && self.ts.one_sided() {
+            self.ts.0 |= TsUse::ONE_SIDED;
+            ctx.worker.counters.one_sided_flows += 1;
+        }
+    }
+
+    /// True once a segment of the flow carried the timestamp option: its
+    /// [`TsRtt`] column entry is in use.
+    pub fn ts_live(&self) -> bool {
+        self.ts.has(TsUse::LIVE)
+    }
+
     /// SRT turn-taking (§2) on a segment with application data.
     fn on_data(&mut self, dir: Dir, seq: SeqNumber, len: u32, payload: &[u8], ts_ns: u64) {
         if self.proto == Proto::Undecided && dir == Dir::C2S {
@@ -179,8 +266,9 @@ impl TcpTracker {
         }
     }
 
-    /// Writes this interval's NPM fields and per-direction counters.
-    pub fn fill(&self, rec: &mut FlowRecord) {
+    /// Writes this interval's NPM fields and per-direction counters; `ts`
+    /// is the flow's timestamp-RTT entry when the feature is on.
+    pub fn fill(&self, rec: &mut FlowRecord, ts: Option<&TsRtt>) {
         let npm = &mut rec.npm;
         npm.server_net_us = self.hs.server_net_ns().map(u32_us);
         npm.client_net_us = self.hs.client_net_ns().map(u32_us);
@@ -189,14 +277,18 @@ impl TcpTracker {
         self.srt.fill(npm);
         self.counts[Dir::C2S.index()].fill(&mut rec.c2s);
         self.counts[Dir::S2C.index()].fill(&mut rec.s2c);
+        npm.ts_rtt = ts.filter(|_| self.ts_live()).map(TsRtt::record);
     }
 
     /// New interval after an active-timeout record: counts and SRT
     /// statistics restart; handshake times, sequence state, the pending
     /// request and TLS record position carry over.
-    pub fn reset_interval(&mut self) {
+    pub fn reset_interval(&mut self, ts: Option<&mut TsRtt>) {
         self.counts = Default::default();
         self.srt.reset();
+        if let Some(t) = ts.filter(|_| self.ts_live()) {
+            t.reset_interval();
+        }
     }
 }
 

@@ -43,7 +43,7 @@ fn metrics_tcp_interval_reset_keeps_handshake() {
     f.seg(S, ACK | PSH, 5001, 1011, 10, 40 * MS);
     f.seg(S, ACK | PSH, 5001, 1011, 10, 900 * MS); // retransmission
     assert_eq!(f.d(S).retrans, 1);
-    f.t.reset_interval();
+    f.t.reset_interval(None);
     let n = f.npm();
     assert_eq!(n.rtt_us, Some(15_000));
     assert_eq!((n.srt_us, n.srt_count), (Some(0), 0));

@@ -63,8 +63,14 @@ impl F {
             window: win,
             options: Default::default(),
         };
-        self.t
-            .on_segment(dir, &meta, p.len() as u32, p, Timestamp::from_nanos(ts));
+        self.t.on_segment(
+            dir,
+            &meta,
+            p.len() as u32,
+            p,
+            Timestamp::from_nanos(ts),
+            None,
+        );
     }
 
     fn rec(&self) -> FlowRecord {
@@ -86,7 +92,7 @@ impl F {
             npm: Npm::default(),
             seq_in_flow: 0,
         };
-        self.t.fill(&mut r);
+        self.t.fill(&mut r, None);
         r
     }
 

@@ -20,7 +20,7 @@ impl F {
             },
         };
         self.t
-            .on_segment(dir, &meta, 0, &[], Timestamp::from_nanos(0));
+            .on_segment(dir, &meta, 0, &[], Timestamp::from_nanos(0), None);
     }
 
     /// Handshake with the given window-scale options; the SYN+ACK
@@ -145,6 +145,6 @@ fn metrics_tcp_window_counts_restart_each_interval() {
     let mut f = F::handshake(1000, 5000);
     f.seg_w(S, ACK, 5001, 1001, 0, 0, 2 * MS);
     assert_eq!(f.d(S).zero_window, 1);
-    f.t.reset_interval();
+    f.t.reset_interval(None);
     assert_eq!(f.d(S).zero_window, 0);
 }

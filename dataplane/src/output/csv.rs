@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::flow::record::{DirStats, FlowRecord};
+use crate::flow::record::{DirStats, FlowRecord, TsRttLeg};
 
 const DIR_COLS: &str = "packets,bytes,retrans,retrans_fast,retrans_spurious,retrans_other,ooo,keepalive,dup_ack,zero_window,window_full";
 
@@ -11,10 +11,40 @@ pub(super) fn header(buf: &mut String) {
     let s2c: Vec<String> = DIR_COLS.split(',').map(|c| format!("s2c_{c}")).collect();
     let _ = writeln!(
         buf,
-        "client_addr,client_port,server_addr,server_port,proto,vlan,direction_guessed,start_us,end_us,end_reason,{},{},rtt_us,server_net_us,client_net_us,srt_us,srt_count,srt_min_us,srt_mean_us,srt_max_us,tls",
+        "client_addr,client_port,server_addr,server_port,proto,vlan,direction_guessed,start_us,end_us,end_reason,{},{},rtt_us,server_net_us,client_net_us,srt_us,srt_count,srt_min_us,srt_mean_us,srt_max_us,tls,{},{}",
         c2s.join(","),
-        s2c.join(",")
+        s2c.join(","),
+        leg_cols("ts_rtt_server"),
+        leg_cols("ts_rtt_client")
     );
+}
+
+const LEG_COLS: [&str; 7] = [
+    "count", "min_us", "mean_us", "max_us", "p50_us", "p90_us", "missed",
+];
+
+fn leg_cols(prefix: &str) -> String {
+    LEG_COLS.map(|c| format!("{prefix}_{c}")).join(",")
+}
+
+/// A timestamp-RTT leg: all columns empty when the flow had no option.
+fn leg(buf: &mut String, l: Option<&TsRttLeg>) {
+    match l {
+        None => buf.push_str(",,,,,,"),
+        Some(l) => {
+            let _ = write!(
+                buf,
+                "{},{},{},{},{},{},{}",
+                l.count,
+                o(l.min_us),
+                o(l.mean_us),
+                o(l.max_us),
+                o(l.p50_us),
+                o(l.p90_us),
+                l.missed
+            );
+        }
+    }
 }
 
 fn o<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -58,9 +88,9 @@ pub(super) fn row(buf: &mut String, r: &FlowRecord) {
     buf.push(',');
     dir(buf, &r.s2c);
     let n = &r.npm;
-    let _ = writeln!(
+    let _ = write!(
         buf,
-        ",{},{},{},{},{},{},{},{},{}",
+        ",{},{},{},{},{},{},{},{},{},",
         o(n.rtt_us),
         o(n.server_net_us),
         o(n.client_net_us),
@@ -71,6 +101,10 @@ pub(super) fn row(buf: &mut String, r: &FlowRecord) {
         o(n.srt_max_us),
         n.tls
     );
+    leg(buf, n.ts_rtt.as_ref().map(|t| &t.server));
+    buf.push(',');
+    leg(buf, n.ts_rtt.as_ref().map(|t| &t.client));
+    buf.push('\n');
 }
 
 #[cfg(test)]

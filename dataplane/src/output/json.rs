@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::flow::record::{DirStats, EndReason, FlowRecord};
+use crate::flow::record::{DirStats, EndReason, FlowRecord, TsRttLeg};
 
 /// The serialised shape of one record (borrowing, no copies of the record).
 #[derive(Serialize)]
@@ -36,6 +36,10 @@ pub struct JsonRecord<'a> {
     pub srt_mean_us: Option<u32>,
     pub srt_max_us: Option<u32>,
     pub tls: bool,
+    /// Timestamp RTT per leg over the record's interval; `null` when no
+    /// segment of the flow carried the option.
+    pub ts_rtt_server: Option<TsRttLeg>,
+    pub ts_rtt_client: Option<TsRttLeg>,
 }
 
 impl<'a> From<&'a FlowRecord> for JsonRecord<'a> {
@@ -64,6 +68,8 @@ impl<'a> From<&'a FlowRecord> for JsonRecord<'a> {
             srt_mean_us: r.npm.srt_mean_us,
             srt_max_us: r.npm.srt_max_us,
             tls: r.npm.tls,
+            ts_rtt_server: r.npm.ts_rtt.map(|t| t.server),
+            ts_rtt_client: r.npm.ts_rtt.map(|t| t.client),
         }
     }
 }
@@ -123,5 +129,61 @@ mod tests {
         assert_eq!(v["c2s"]["bytes"], 180);
         assert_eq!(v["c2s"]["retrans"], 0);
         assert!(v["c2s"].get("tcp_flags").is_none());
+        assert_eq!(v["ts_rtt_server"], serde_json::Value::Null);
+        assert_eq!(v["ts_rtt_client"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn ts_rtt_legs_are_objects_with_nulls_for_no_sample() {
+        use crate::flow::record::{TsRttLeg, TsRttRecord};
+        let mut rec = FlowRecord {
+            client_addr: IpAddr::V6(Ipv6Addr::LOCALHOST),
+            client_port: 1,
+            server_addr: IpAddr::V6(Ipv6Addr::LOCALHOST),
+            server_port: 2,
+            proto: 6,
+            vlan: None,
+            direction_guessed: true,
+            start: Timestamp(0),
+            end: Timestamp(0),
+            end_reason: EndReason::Active,
+            tos: 0,
+            c2s: DirStats::default(),
+            s2c: DirStats::default(),
+            npm: Npm::default(),
+            seq_in_flow: 3,
+        };
+        rec.npm.ts_rtt = Some(TsRttRecord {
+            server: TsRttLeg {
+                count: 3,
+                min_us: Some(10),
+                mean_us: Some(20),
+                max_us: Some(30),
+                p50_us: Some(20),
+                p90_us: Some(28),
+                missed: 1,
+            },
+            client: TsRttLeg::default(),
+        });
+        let mut s = String::new();
+        line(&mut s, &rec).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        let srv = &v["ts_rtt_server"];
+        assert_eq!(
+            [
+                &srv["count"],
+                &srv["min_us"],
+                &srv["mean_us"],
+                &srv["max_us"],
+                &srv["p50_us"],
+                &srv["p90_us"],
+                &srv["missed"]
+            ],
+            [3, 10, 20, 30, 20, 28, 1]
+                .map(serde_json::Value::from)
+                .each_ref()
+        );
+        assert_eq!(v["ts_rtt_client"]["count"], 0);
+        assert_eq!(v["ts_rtt_client"]["p50_us"], serde_json::Value::Null);
     }
 }

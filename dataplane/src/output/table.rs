@@ -8,7 +8,7 @@ use crate::flow::record::FlowRecord;
 pub(super) fn header(buf: &mut String) {
     let _ = writeln!(
         buf,
-        "{:<5} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>5} {:>5} {:<7}",
+        "{:<5} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>5} {:>5} {:<7}",
         "proto",
         "client",
         "server",
@@ -17,12 +17,20 @@ pub(super) fn header(buf: &mut String) {
         "s2c_pkt",
         "s2c_bytes",
         "rtt_us",
+        "ts_rtt_us",
         "srt_us",
         "dur_ms",
         "rtx",
         "ooo",
         "end"
     );
+}
+
+/// The interval's timestamp RTT at the probe: the two legs' medians
+/// summed, when both have one.
+fn ts_rtt_us(r: &FlowRecord) -> Option<u32> {
+    let t = r.npm.ts_rtt?;
+    Some(t.server.p50_us?.saturating_add(t.client.p50_us?))
 }
 
 pub(super) fn row(buf: &mut String, r: &FlowRecord) {
@@ -34,7 +42,7 @@ pub(super) fn row(buf: &mut String, r: &FlowRecord) {
     let guess = if r.direction_guessed { "?" } else { "" };
     let _ = writeln!(
         buf,
-        "{:<5} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9.1} {:>5} {:>5} {:<7}",
+        "{:<5} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9.1} {:>5} {:>5} {:<7}",
         r.proto,
         format!("{}{guess}", ep(r.client_addr, r.client_port)),
         ep(r.server_addr, r.server_port),
@@ -43,6 +51,7 @@ pub(super) fn row(buf: &mut String, r: &FlowRecord) {
         r.s2c.packets,
         r.s2c.bytes,
         opt(r.npm.rtt_us),
+        opt(ts_rtt_us(r)),
         opt(r.npm.srt_us),
         dur_ms,
         r.c2s.retrans + r.s2c.retrans,

@@ -80,7 +80,18 @@ impl Encoder {
             started: false,
             domain_name: String::new(),
         };
-        let needed = e.header_len() + e.template_sets_len() + 4 + e.templates.v6.record_len * 2 + 4;
+        // The templates must fit in one message, and so must the largest
+        // data set a record makes (uniflow: two records at once). A record
+        // that does not fit after the templates goes in the next message
+        // (`link::build`); the biflow record fits with them at the
+        // default MTU, the uniflow pair (ntop profile, IPv6) does not.
+        let per_record = match mode {
+            Mode::Biflow => 1,
+            Mode::Uniflow => 2,
+        };
+        let templates = e.header_len() + e.template_sets_len() + 4;
+        let data = e.header_len() + 4 + e.templates.v6.record_len * per_record + 4;
+        let needed = templates.max(data);
         if needed > max_len { Err(needed) } else { Ok(e) }
     }
 
@@ -469,8 +480,9 @@ mod tests {
     fn default_mtu_leaves_room_for_a_long_name() {
         // Largest templates (ntop profile, biflow), tightest cap (TCP/IPv6
         // at MTU 1500): the measured room was 665 bytes before the window
-        // and table-eviction elements, 585 with them. A name must fit
-        // whole up to the longest DNS name (253 bytes).
+        // and table-eviction elements, 585 with them, less 2 x 96 bytes for
+        // the 12 timestamp-RTT elements. A name must fit whole up to the
+        // longest DNS name (253 bytes).
         let t = Templates::new(
             Format::Ipfix,
             Mode::Biflow,

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use xdprobe_dataplane::{Dir, FlowRecord, Timestamp};
 
-use crate::ie::{NOT_MEASURED, Npm, Side, Value};
+use crate::ie::{NOT_MEASURED, Npm, Side, TsLeg, TsStat, Value};
 use crate::template::FlowTemplate;
 
 /// Seconds from the NTP epoch (1900-01-01) to the Unix epoch.
@@ -108,6 +108,21 @@ fn npm_value(v: &View<'_>, n: Npm) -> u32 {
         Npm::WindowFull(x) => d(x).window_full,
         Npm::Flags => u32::from(r.direction_guessed) | (u32::from(r.npm.tls) << 1),
         Npm::SeqInFlow => r.seq_in_flow,
+        // Not measured, the count included, when the flow had no option.
+        Npm::TsRtt(leg, stat) => r.npm.ts_rtt.map_or(NOT_MEASURED, |t| {
+            let l = match leg {
+                TsLeg::Server => &t.server,
+                TsLeg::Client => &t.client,
+            };
+            match stat {
+                TsStat::Count => l.count,
+                TsStat::Min => opt(l.min_us),
+                TsStat::Mean => opt(l.mean_us),
+                TsStat::Max => opt(l.max_us),
+                TsStat::P50 => opt(l.p50_us),
+                TsStat::P90 => opt(l.p90_us),
+            }
+        }),
     }
 }
 

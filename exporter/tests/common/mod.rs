@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use xdprobe_dataplane::flow::record::{DirStats, Npm};
+use xdprobe_dataplane::flow::record::{DirStats, Npm, TsRttLeg, TsRttRecord};
 use xdprobe_dataplane::{EndReason, FlowRecord, Timestamp};
 
 /// 2024-03-01T12:00:00Z in Unix seconds.
@@ -66,6 +66,19 @@ pub fn tcp_record(i: u32) -> FlowRecord {
             srt_mean_us: Some(2_000),
             srt_max_us: Some(3_000),
             tls: true,
+            ts_rtt: Some(TsRttRecord {
+                server: TsRttLeg {
+                    count: 40 + i,
+                    min_us: Some(90),
+                    mean_us: Some(120 + i),
+                    max_us: Some(400),
+                    p50_us: Some(110),
+                    p90_us: Some(300),
+                    missed: 2,
+                },
+                // A leg with no sample this interval: count 0, values absent.
+                client: TsRttLeg::default(),
+            }),
         },
         seq_in_flow: i % 3,
     }

@@ -200,7 +200,57 @@ impl Collector for ReportCollector {
                 ConstCounter::new(v).encode(fam.encode_family(&labels)?)?;
             }
         }
+        let mut fam = enc.encode_descriptor(
+            "xdprobe_tcp_ts_rtt_events",
+            "Timestamp-RTT events by kind: TSvals not remembered (untracked), dropped unanswered (expired), echoes of unremembered TSvals (missed), bad input (echo_unseen, tsval_backwards, time_backwards), one-sided flows.",
+            None,
+            MetricType::Counter,
+        )?;
+        for q in &r.queues {
+            for (event, v) in q.worker.flows.ts_rtt.counters.iter() {
+                let [iface, queue] = queue_labels(q);
+                let labels = [iface, queue, ("event", event.to_owned())];
+                ConstCounter::new(v).encode(fam.encode_family(&labels)?)?;
+            }
+        }
         Ok(())
+    }
+}
+
+/// Timestamp RTT per worker and leg as a summary: quantiles of the last
+/// complete 10 s window of packet time (NaN when there is none), sum and
+/// count since start.
+#[derive(Debug, Clone)]
+pub struct TsRttSummary(pub Arc<Mutex<Report>>);
+
+impl super::SummaryFamily for TsRttSummary {
+    fn describe(&self) -> (&'static str, &'static str) {
+        (
+            "xdprobe_tcp_ts_rtt_seconds",
+            "RTT from TCP timestamps, probe -> endpoint -> probe, by leg (server: probe -> server -> probe); quantiles over the last complete 10 s window.",
+        )
+    }
+
+    fn points(&self) -> Vec<super::SummaryPoint> {
+        let Ok(r) = self.0.lock() else {
+            return Vec::new();
+        };
+        let secs = |us: Option<u32>| us.map_or(f64::NAN, |v| f64::from(v) / 1e6);
+        let mut v = Vec::new();
+        for q in &r.queues {
+            let ts = &q.worker.flows.ts_rtt;
+            for (leg, t) in [("server", ts.server()), ("client", ts.client())] {
+                let [iface, queue] = queue_labels(q);
+                let w = t.last_window.map(|(s, _)| s).unwrap_or_default();
+                v.push(super::SummaryPoint {
+                    labels: vec![iface, queue, ("leg", leg.to_owned())],
+                    quantiles: vec![(0.5, secs(w.p50_us)), (0.9, secs(w.p90_us))],
+                    sum: t.sum_us as f64 / 1e6,
+                    count: t.count,
+                });
+            }
+        }
+        v
     }
 }
 

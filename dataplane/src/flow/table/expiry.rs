@@ -40,10 +40,10 @@ impl FlowTable {
             }
             if f.packets() > 0 {
                 self.stats.records += 1;
-                out(f.record(EndReason::Active));
+                out(f.record(EndReason::Active, self.ts_col.get(i as usize)));
             }
             f.dirs = [Counters::default(); 2];
-            f.metrics.reset_interval();
+            f.metrics.reset_interval(self.ts_col.get_mut(i as usize));
             f.seq_in_flow = f.seq_in_flow.wrapping_add(1);
             f.anchor = now;
             self.lists.move_to_back(&mut self.slab, ListId::Active, i);
@@ -126,6 +126,7 @@ impl FlowTable {
     /// Advances packet time without a packet (a live worker calls this when
     /// its queue is quiet, with the current capture-clock time).
     pub fn tick(&mut self, now: Timestamp, out: &mut impl FnMut(FlowRecord)) {
+        self.ts_stats.tick(now);
         if now > self.now {
             self.now = now;
             if now >= self.next_deadline {

@@ -49,6 +49,7 @@ fn cfg() -> FlowConfig {
         active_timeout: Duration::from_secs(60),
         tcp_linger: Duration::from_secs(1),
         npm: false,
+        ts_rtt: false,
         frag_capacity: 4,
     }
 }
@@ -250,10 +251,15 @@ fn timestamps_going_backwards_do_not_expire_or_panic() {
 #[test]
 fn memory_per_flow() {
     let slab = std::mem::size_of::<Flow>();
+    let ts = std::mem::size_of::<TsRtt>();
     let index = 2 * std::mem::size_of::<u32>() + 1;
     let total = slab + index * 8 / 7;
-    println!("flow slab entry {slab} B + index {index} B/7*8 => ~{total} B per flow");
+    println!(
+        "flow slab entry {slab} B + index {index} B/7*8 => ~{total} B per flow, + {ts} B with timestamp RTT => ~{} B",
+        total + ts
+    );
     assert!(total <= 512, "flow entry grew to {total} B");
+    assert!(ts <= 384, "timestamp-RTT state grew to {ts} B");
 }
 
 #[test]

@@ -105,6 +105,16 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
             .unwrap_or_else(|| panic!("no connect line for port {port}"));
         assert_eq!(c["pid"], std::process::id());
         assert_eq!(c["outcome"], "established");
+        // The wire record of that connection names the same process.
+        let w = lines
+            .iter()
+            .find(|v| v.get("type").is_none() && v["client_port"] == *port)
+            .unwrap_or_else(|| panic!("no wire record for port {port}"));
+        assert_eq!(w["process"]["pid"], std::process::id(), "{w}");
+        assert_eq!(w["process"]["comm"], c["comm"], "{w}");
+        let lat = c["latency_us"].as_f64().unwrap();
+        let got = w["process"]["connect_us"].as_f64().unwrap();
+        assert!((got - lat).abs() <= 1.0, "connect_us {got} vs {lat}");
         // The wire record (client 192.0.2.1:port) and the host report of
         // the client's data, joined.
         let j = of("joined")
@@ -139,13 +149,18 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
     assert!(count("xdprobe_host_connect_attempts_total{outcome=\"established\"}") >= CONNS as f64);
     // Host-stack IPFIX records reached the collector file: a template set
     // announcing 320 and a data set 320.
-    // The wire records' file is the wire exporter's own; the host-stack
+    // The wire records' file is the wire exporter's own, its flow records
+    // with the process elements (PEN 32473, 1300-1302); the host-stack
     // records are in FILE.host beside it.
     let wire = std::fs::read(&ipfix).expect("collector file");
-    assert!(
-        wire.len() > 16 && wire[..2] == [0, 10],
-        "wire IPFIX file intact"
-    );
+    let pids = ipfix_process_ids(&wire);
+    for port in &ports {
+        assert!(
+            pids.contains(&(*port, std::process::id())),
+            "IPFIX record of port {port} with pid {}: {pids:?}",
+            std::process::id()
+        );
+    }
     let bytes = std::fs::read(tmp.0.join("host.ipfix.host")).expect("host collector file");
     let mut sets = Vec::new();
     let mut at = 0;
@@ -169,4 +184,66 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
     }
     assert!(sets.contains(&(2, Some(320))), "{sets:?}");
     assert!(sets.iter().any(|s| s.0 == 320), "{sets:?}");
+}
+
+/// (source port, processId) of every IPv4 flow record (template 256) in an
+/// IPFIX file, read through the template the file announces.
+fn ipfix_process_ids(bytes: &[u8]) -> Vec<(u16, u32)> {
+    let be16 = |b: &[u8], i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+    let mut layout: Option<Vec<(u16, u32, usize)>> = None;
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 16 <= bytes.len() {
+        assert_eq!(be16(bytes, at), 10, "IPFIX version");
+        let len = usize::from(be16(bytes, at + 2));
+        let mut s = at + 16;
+        while s + 4 <= at + len {
+            let (id, slen) = (be16(bytes, s), usize::from(be16(bytes, s + 2)));
+            let body = &bytes[s + 4..s + slen];
+            if id == 2 {
+                let mut r = 0;
+                while r + 4 <= body.len() {
+                    let (tid, n) = (be16(body, r), usize::from(be16(body, r + 2)));
+                    r += 4;
+                    let mut fields = Vec::new();
+                    for _ in 0..n {
+                        let (fid, flen) = (be16(body, r), usize::from(be16(body, r + 2)));
+                        r += 4;
+                        let pen = if fid & 0x8000 != 0 {
+                            r += 4;
+                            u32::from_be_bytes(body[r - 4..r].try_into().unwrap())
+                        } else {
+                            0
+                        };
+                        fields.push((fid & 0x7fff, pen, flen));
+                    }
+                    if tid == 256 {
+                        layout = Some(fields);
+                    }
+                }
+            } else if id == 256
+                && let Some(f) = &layout
+            {
+                let rec: usize = f.iter().map(|x| x.2).sum();
+                let off = |want: (u16, u32)| {
+                    let i = f.iter().position(|x| (x.0, x.1) == want)?;
+                    Some(f[..i].iter().map(|x| x.2).sum::<usize>())
+                };
+                let sport = off((7, 0)).expect("sourceTransportPort");
+                let pid = off((1300, 32473)).expect("processId 32473/1300 in template 256");
+                let mut r = 0;
+                while r + rec <= body.len() {
+                    let b = &body[r..r + rec];
+                    out.push((
+                        be16(b, sport),
+                        u32::from_be_bytes(b[pid..pid + 4].try_into().unwrap()),
+                    ));
+                    r += rec;
+                }
+            }
+            s += slen.max(4);
+        }
+        at += len.max(16);
+    }
+    out
 }

@@ -18,6 +18,6 @@ pub mod time;
 pub mod worker;
 
 pub use flow::FlowConfig;
-pub use flow::record::{Dir, EndReason, FlowRecord};
+pub use flow::record::{Dir, EndReason, FlowRecord, Process};
 pub use time::Timestamp;
 pub use worker::{Worker, WorkerStats};

@@ -50,6 +50,7 @@ fn record(i: u32, v6: bool) -> FlowRecord {
             ..Npm::default()
         },
         seq_in_flow: 0,
+        process: None,
     }
 }
 

@@ -200,6 +200,25 @@ pub enum Value {
     Nf9ApplLatency {
         usec: bool,
     },
+    /// The local process of the connection ([`process`]); 0 / empty /
+    /// not measured where it is not known.
+    ProcessId,
+    ProcessName,
+    ConnectUs,
+}
+
+/// The local process elements (block 1300–1309, under the configured PEN;
+/// NetFlow v9 type 32768 + ID), in flow templates of a daemon that runs
+/// `[host] connlat`: which process on this host opened the connection, and
+/// how long its `connect()` took.
+pub mod process {
+    /// unsigned32: the PID; 0 when the connection was not opened here
+    /// (or before the probe started).
+    pub const PROCESS_ID: u16 = 1300;
+    /// string, 16 bytes, NUL-padded: the kernel's task name (`comm`).
+    pub const PROCESS_NAME: u16 = 1301;
+    /// unsigned32 µs: `connect()` → ESTABLISHED; 4294967295 when unknown.
+    pub const CONNECT_LATENCY_US: u16 = 1302;
 }
 
 /// One field of a template.

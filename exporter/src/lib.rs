@@ -85,6 +85,10 @@ pub struct ExporterConfig {
     /// in one message. NetFlow v9 cannot carry it (no variable-length
     /// fields).
     pub observation_name: Option<String>,
+    /// Flow templates carry the local process of a connection (PID, name,
+    /// connect latency: `ie::process`), for a daemon that watches its own
+    /// kernel (`[host] connlat`).
+    pub process_fields: bool,
 }
 
 impl ExporterConfig {
@@ -123,6 +127,7 @@ impl Default for ExporterConfig {
             shutdown_timeout: Duration::from_secs(5),
             probe_counters: None,
             observation_name: None,
+            process_fields: false,
         }
     }
 }

@@ -86,7 +86,10 @@ pub fn max_message_len(mtu: usize, target: &Target) -> usize {
 
 /// Build the encoder for a spec (also used to validate a spec up front).
 pub fn encoder_for(spec: &CollectorSpec, cfg: &ExporterConfig) -> Result<Encoder, ExporterError> {
-    let templates = Templates::new(spec.format, spec.mode, spec.profile, cfg.pen);
+    let mut templates = Templates::new(spec.format, spec.mode, spec.profile, cfg.pen);
+    if cfg.process_fields {
+        templates = templates.with_process(spec.format, cfg.pen);
+    }
     let mut enc = Encoder::new(
         spec.format,
         spec.mode,

@@ -254,6 +254,29 @@ impl Templates {
     }
 }
 
+impl Templates {
+    /// The flow templates with the local process elements appended
+    /// ([`ie::process`](crate::ie::process)).
+    pub fn with_process(mut self, format: Format, pen: u32) -> Self {
+        use crate::ie::process::*;
+        for t in [&mut self.v4, &mut self.v6] {
+            let mut fields = std::mem::take(&mut t.fields);
+            for (id, len, v) in [
+                (PROCESS_ID, 4, Value::ProcessId),
+                (PROCESS_NAME, 16, Value::ProcessName),
+                (CONNECT_LATENCY_US, 4, Value::ConnectUs),
+            ] {
+                fields.push(match format {
+                    Format::Ipfix => Field::enterprise(pen, id, len, v),
+                    Format::NetflowV9 => Field::iana(V9_PRIVATE_BASE + id, len, v),
+                });
+            }
+            *t = FlowTemplate::new(t.id, fields);
+        }
+        self
+    }
+}
+
 /// The field list of one flow template.
 pub fn flow_fields(
     ipv6: bool,
@@ -426,6 +449,22 @@ mod tests {
             let t = Templates::new(Format::Ipfix, Mode::Biflow, profile, PEN_DOCUMENTATION);
             assert!(enterprise_ids_distinct_from_reverse(&t.v4));
             assert!(enterprise_ids_distinct_from_reverse(&t.v6));
+        }
+    }
+
+    #[test]
+    fn process_elements_end_both_templates() {
+        for (format, ids) in [
+            (Format::Ipfix, [1300, 1301, 1302]),
+            (Format::NetflowV9, [34068, 34069, 34070]),
+        ] {
+            let plain = Templates::new(format, Mode::Biflow, Profile::Xdprobe, PEN_DOCUMENTATION);
+            let t = plain.clone().with_process(format, PEN_DOCUMENTATION);
+            for (p, t) in [(&plain.v4, &t.v4), (&plain.v6, &t.v6)] {
+                let tail: Vec<u16> = t.fields[p.fields.len()..].iter().map(|f| f.id).collect();
+                assert_eq!(tail, ids, "{format:?}");
+                assert_eq!(t.record_len, p.record_len + 24);
+            }
         }
     }
 

@@ -40,6 +40,7 @@ fn blank() -> FlowRecord {
         s2c: DirStats::default(),
         npm: Npm::default(),
         seq_in_flow: 0,
+        process: None,
     }
 }
 

@@ -110,6 +110,7 @@ pub fn from_json(v: &Value) -> Option<FlowRecord> {
             ts_rtt: ts_rtt(v),
         },
         seq_in_flow: u32_of(v, "record_seq")?,
+        process: None,
     })
 }
 
@@ -271,6 +272,7 @@ mod tests {
                 }),
             },
             seq_in_flow: 0,
+            process: None,
         };
         let mut w = RecordWriter::new(Vec::new(), Format::Json);
         w.write(&rec).unwrap();

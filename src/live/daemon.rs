@@ -142,6 +142,7 @@ fn exporter_config(cfg: &Config) -> Result<ExporterConfig, DaemonError> {
         tcp_buffer_records: cfg.export.tcp_buffer_records,
         channel_capacity: cfg.export.channel_capacity,
         observation_domain: cfg.export.observation_domain,
+        process_fields: cfg.host.connlat,
         observation_name: Some(format!(
             "xdprobe {}: {}",
             xdprobe_exporter::hostname(),
@@ -244,6 +245,7 @@ fn spawn_workers(
     opts: &RunOptions,
     exporter: Option<&Exporter>,
     json: Option<&crossbeam_channel::Sender<crate::live::sink::JsonItem>>,
+    conns: Option<&Arc<crate::live::host::Conns>>,
     control: &Arc<Control>,
 ) -> Result<Running, DaemonError> {
     let flow = flow_config(cfg);
@@ -269,7 +271,8 @@ fn spawn_workers(
                 core: Some(core),
                 socket,
                 flow: flow.clone(),
-                sink: RecordSink::new(exporter.map(Exporter::sender), json.cloned()),
+                sink: RecordSink::new(exporter.map(Exporter::sender), json.cloned())
+                    .with_conns(conns.cloned()),
                 producers: producers.get_mut(i).map(std::mem::take).unwrap_or_default(),
                 merge: merges.get_mut(i).and_then(Option::take),
                 control: control.clone(),
@@ -398,20 +401,25 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
         _ => None,
     };
     let control = Arc::new(Control::default());
+    let conns = host_probes
+        .as_ref()
+        .map(|_| Arc::new(crate::live::host::Conns::default()));
     let running = spawn_workers(
         &cfg,
         &mut captures,
         opts,
         Some(&exporter),
         json.as_ref().map(|(tx, _)| tx),
+        conns.as_ref().filter(|_| cfg.host.connlat),
         &control,
     )?;
-    let host = match host_probes {
-        Some(p) => Some(crate::live::host::HostAgent::spawn(
+    let host = match (host_probes, conns) {
+        (Some(p), Some(c)) => Some(crate::live::host::HostAgent::spawn(
             p,
             json.as_ref().map(|(tx, _)| tx.clone()),
+            c,
         )?),
-        None => None,
+        _ => None,
     };
     let report = Arc::new(Mutex::new(Report::default()));
     let registry = Metrics::new();

@@ -28,6 +28,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use xdprobe_common::host::{ConnCounters, StackCounters};
 use xdprobe_config::Config;
+use xdprobe_dataplane::Process;
 use xdprobe_exporter::host_sender::HostSender;
 use xdprobe_host::connlat::{ConnOptions, ConnProbe, Connection, Outcome};
 use xdprobe_host::fleet::join::{ConnKey, Host};
@@ -68,15 +69,6 @@ impl HostError {
     }
 }
 
-/// A connection this host started, as the wire records' enrichment needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConnInfo {
-    pub pid: u32,
-    pub comm: String,
-    /// `connect()` → ESTABLISHED, µs.
-    pub connect_us: u32,
-}
-
 /// The connections this host started, by connection (ends unordered),
 /// for the wire sink. Bounded: the oldest go first, and entries older than
 /// `KEEP` are forgotten.
@@ -87,7 +79,7 @@ pub struct Conns {
 
 #[derive(Default)]
 struct ConnsInner {
-    map: HashMap<ConnKey, (Instant, ConnInfo)>,
+    map: HashMap<ConnKey, (Instant, Process)>,
     order: VecDeque<(Instant, ConnKey)>,
 }
 
@@ -95,7 +87,7 @@ const CONNS_MAX: usize = 65_536;
 const CONNS_KEEP: Duration = Duration::from_secs(3600);
 
 impl Conns {
-    fn insert(&self, key: ConnKey, info: ConnInfo) {
+    fn insert(&self, key: ConnKey, info: Process) {
         let Ok(mut g) = self.inner.lock() else { return };
         let now = Instant::now();
         g.map.insert(key, (now, info));
@@ -115,9 +107,9 @@ impl Conns {
     }
 
     /// The process that started the connection between `a` and `b`.
-    pub fn get(&self, a: (IpAddr, u16), b: (IpAddr, u16)) -> Option<ConnInfo> {
+    pub fn get(&self, a: (IpAddr, u16), b: (IpAddr, u16)) -> Option<Process> {
         let g = self.inner.lock().ok()?;
-        g.map.get(&ConnKey::new(a, b)).map(|(_, i)| i.clone())
+        g.map.get(&ConnKey::new(a, b)).map(|(_, i)| *i)
     }
 }
 
@@ -360,12 +352,14 @@ pub struct HostAgent {
 }
 
 impl HostAgent {
+    /// `conns`: where the connections this host starts are kept for the
+    /// wire records (shared with the workers' sinks).
     pub fn spawn(
         probes: HostProbes,
         json: Option<Sender<JsonItem>>,
+        conns: Arc<Conns>,
     ) -> Result<HostAgent, HostError> {
         let stop = Arc::new(AtomicBool::new(false));
-        let conns = Arc::new(Conns::default());
         let metrics = Arc::new(Mutex::new(HostMetrics::default()));
         let mut run = Run {
             probes,
@@ -525,11 +519,11 @@ impl Run {
             self.local.connect.observe_ns(c.latency.as_nanos() as u64);
             self.conns.insert(
                 ConnKey::new((c.src, c.sport), (c.dst, c.dport)),
-                ConnInfo {
-                    pid: c.pid,
-                    comm: c.comm.clone(),
-                    connect_us: u32::try_from(c.latency.as_micros()).unwrap_or(u32::MAX),
-                },
+                Process::new(
+                    c.pid,
+                    &c.comm,
+                    u32::try_from(c.latency.as_micros()).unwrap_or(u32::MAX),
+                ),
             );
         }
         let show = c.outcome != Outcome::Established || c.latency >= self.probes.connlat_min;

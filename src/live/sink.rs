@@ -8,7 +8,7 @@
 //! (`xdprobe_host::fleet::join`): a `joined` line holds both, as the
 //! cross-host manager writes it.
 
-use std::{cell::Cell, io::Write, thread::JoinHandle};
+use std::{cell::Cell, io::Write, sync::Arc, thread::JoinHandle};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use xdprobe_dataplane::{
@@ -17,6 +17,8 @@ use xdprobe_dataplane::{
 };
 use xdprobe_exporter::RecordSender;
 use xdprobe_host::fleet::join::{Host, Joiner, Wire};
+
+use crate::live::host::Conns;
 
 /// One line for the JSON writer.
 pub enum JsonItem {
@@ -36,6 +38,9 @@ pub enum JsonItem {
 pub struct RecordSink {
     exporter: Option<RecordSender>,
     json: Option<Sender<JsonItem>>,
+    /// The connections this host started (`[host] connlat`): a TCP record
+    /// of one of them carries its process.
+    conns: Option<Arc<Conns>>,
     sent: Cell<u64>,
     dropped: Cell<u64>,
     blocking: Cell<bool>,
@@ -46,10 +51,33 @@ impl RecordSink {
         RecordSink {
             exporter,
             json,
+            conns: None,
             sent: Cell::new(0),
             dropped: Cell::new(0),
             blocking: Cell::new(false),
         }
+    }
+
+    /// Records of connections this host started get their process.
+    pub fn with_conns(mut self, conns: Option<Arc<Conns>>) -> Self {
+        self.conns = conns;
+        self
+    }
+
+    /// The record with its local process, when this host started it. Once
+    /// per finished record, not per packet: the lock is the host agent's
+    /// and the workers', held for one lookup.
+    fn enrich(&self, mut rec: FlowRecord) -> FlowRecord {
+        if rec.proto == 6
+            && rec.process.is_none()
+            && let Some(c) = &self.conns
+        {
+            rec.process = c.get(
+                (rec.client_addr, rec.client_port),
+                (rec.server_addr, rec.server_port),
+            );
+        }
+        rec
     }
 
     /// From now on wait for room instead of dropping (shutdown flush).
@@ -60,6 +88,7 @@ impl RecordSink {
     /// Sends a record on; counted as dropped when any destination was
     /// full.
     pub fn send(&self, rec: FlowRecord) {
+        let rec = self.enrich(rec);
         if self.blocking.get() {
             if let Some(j) = &self.json {
                 let _ = j.send(JsonItem::Flow(rec));

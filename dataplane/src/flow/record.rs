@@ -161,6 +161,43 @@ pub struct FlowRecord {
     /// Which record of this flow this is (0 for the first; active-timeout
     /// reports increase it), so collectors can stitch long flows.
     pub seq_in_flow: u32,
+    /// The process on this host that opened the connection, when the daemon
+    /// watches its own kernel (`[host] connlat`) and saw the `connect()`;
+    /// never from packets.
+    pub process: Option<Process>,
+}
+
+/// A local process behind a connection (`xdprobe run` with `[host]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Process {
+    pub pid: u32,
+    /// The kernel's task name (`comm`, at most 15 bytes), NUL-padded.
+    pub comm: [u8; 16],
+    /// `connect()` to ESTABLISHED, µs.
+    pub connect_us: u32,
+}
+
+impl Process {
+    pub fn new(pid: u32, comm: &str, connect_us: u32) -> Self {
+        let mut c = [0u8; 16];
+        // At most 15 bytes, cut on a character boundary.
+        let mut n = comm.len().min(15);
+        while !comm.is_char_boundary(n) {
+            n -= 1;
+        }
+        c[..n].copy_from_slice(&comm.as_bytes()[..n]);
+        Process {
+            pid,
+            comm: c,
+            connect_us,
+        }
+    }
+
+    /// The name as text (up to the first NUL).
+    pub fn comm(&self) -> &str {
+        let n = self.comm.iter().position(|b| *b == 0).unwrap_or(16);
+        std::str::from_utf8(&self.comm[..n]).unwrap_or("")
+    }
 }
 
 impl FlowRecord {

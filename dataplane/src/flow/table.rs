@@ -145,6 +145,7 @@ impl Flow {
             s2c: dir(&self.dirs[1]),
             npm: Npm::default(),
             seq_in_flow: self.seq_in_flow,
+            process: None,
         };
         self.metrics.fill(&mut rec, ts);
         rec

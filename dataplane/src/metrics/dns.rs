@@ -123,6 +123,7 @@ mod tests {
             s2c: DirStats::default(),
             npm: Npm::default(),
             seq_in_flow: 0,
+            process: None,
         }
     }
 

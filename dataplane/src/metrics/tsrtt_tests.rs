@@ -78,6 +78,7 @@ impl F {
             s2c: DirStats::default(),
             npm: Npm::default(),
             seq_in_flow: 0,
+            process: None,
         };
         self.t.fill(&mut r, Some(&self.ts));
         r

@@ -136,6 +136,7 @@ mod tests {
             s2c: DirStats::default(),
             npm: Npm::default(),
             seq_in_flow: 0,
+            process: None,
         };
         let (mut h, mut r) = (String::new(), String::new());
         header(&mut h);

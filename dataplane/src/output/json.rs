@@ -40,6 +40,19 @@ pub struct JsonRecord<'a> {
     /// segment of the flow carried the option.
     pub ts_rtt_server: Option<TsRttLeg>,
     pub ts_rtt_client: Option<TsRttLeg>,
+    /// The local process that opened the connection (`xdprobe run` with
+    /// `[host] connlat`); the key is left out where that is not known, so
+    /// file output keeps its schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process: Option<JsonProcess<'a>>,
+}
+
+/// `process`: PID, task name and connect latency of the local client.
+#[derive(Serialize)]
+pub struct JsonProcess<'a> {
+    pub pid: u32,
+    pub comm: &'a str,
+    pub connect_us: u32,
 }
 
 impl<'a> From<&'a FlowRecord> for JsonRecord<'a> {
@@ -70,6 +83,11 @@ impl<'a> From<&'a FlowRecord> for JsonRecord<'a> {
             tls: r.npm.tls,
             ts_rtt_server: r.npm.ts_rtt.map(|t| t.server),
             ts_rtt_client: r.npm.ts_rtt.map(|t| t.client),
+            process: r.process.as_ref().map(|p| JsonProcess {
+                pid: p.pid,
+                comm: p.comm(),
+                connect_us: p.connect_us,
+            }),
         }
     }
 }
@@ -114,6 +132,7 @@ mod tests {
                 ..Default::default()
             },
             seq_in_flow: 0,
+            process: None,
         };
         let mut s = String::new();
         line(&mut s, &rec).unwrap();
@@ -131,6 +150,25 @@ mod tests {
         assert!(v["c2s"].get("tcp_flags").is_none());
         assert_eq!(v["ts_rtt_server"], serde_json::Value::Null);
         assert_eq!(v["ts_rtt_client"], serde_json::Value::Null);
+        assert!(
+            v.get("process").is_none(),
+            "no process key from packets alone"
+        );
+        let mut with = rec;
+        with.process = Some(crate::flow::record::Process::new(
+            4242,
+            "curl-with-a-long-name",
+            10_250,
+        ));
+        s.clear();
+        line(&mut s, &with).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["process"]["pid"], 4242);
+        assert_eq!(
+            v["process"]["comm"], "curl-with-a-lon",
+            "15 bytes, as the kernel keeps"
+        );
+        assert_eq!(v["process"]["connect_us"], 10_250);
     }
 
     #[test]
@@ -152,6 +190,7 @@ mod tests {
             s2c: DirStats::default(),
             npm: Npm::default(),
             seq_in_flow: 3,
+            process: None,
         };
         rec.npm.ts_rtt = Some(TsRttRecord {
             server: TsRttLeg {

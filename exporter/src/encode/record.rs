@@ -190,6 +190,13 @@ pub fn write_record(out: &mut Vec<u8>, t: &FlowTemplate, v: &View<'_>) {
                     out.extend_from_slice(&x.to_be_bytes());
                 }
             }
+            Value::ProcessId => {
+                out.extend_from_slice(&r.process.map_or(0, |p| p.pid).to_be_bytes())
+            }
+            Value::ProcessName => out.extend_from_slice(&r.process.map_or([0; 16], |p| p.comm)),
+            Value::ConnectUs => {
+                out.extend_from_slice(&r.process.map_or(u32::MAX, |p| p.connect_us).to_be_bytes())
+            }
             Value::NtopClientNwMs => {
                 out.extend_from_slice(&us_to_ms(half_us(r.npm.client_net_us)).to_be_bytes())
             }

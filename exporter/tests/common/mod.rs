@@ -81,6 +81,7 @@ pub fn tcp_record(i: u32) -> FlowRecord {
             }),
         },
         seq_in_flow: i % 3,
+        process: None,
     }
 }
 
@@ -118,6 +119,7 @@ pub fn dns_v6_record(i: u32) -> FlowRecord {
             ..Npm::default()
         },
         seq_in_flow: 0,
+        process: None,
     }
 }
 

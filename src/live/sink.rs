@@ -21,6 +21,10 @@ use xdprobe_host::fleet::join::{Host, Joiner, Wire};
 use crate::live::host::Conns;
 
 /// One line for the JSON writer.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "flow records, the many, travel by value without an allocation each; host lines are few"
+)]
 pub enum JsonItem {
     /// A wire flow record (the `xdprobe pcap` schema).
     Flow(FlowRecord),

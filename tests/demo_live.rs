@@ -43,6 +43,8 @@ fn run_demo(keep: &std::path::Path) -> (u32, Output) {
         .args(["--dns-delay-ms", &DNS_DELAY_MS.to_string()])
         .arg("--keep-dir")
         .arg(keep)
+        .arg("--plot")
+        .arg(keep.join("host.svg"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -85,14 +87,19 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
 
     // stdout carries the records and nothing else.
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let recs: Vec<Value> = stdout
+    let lines: Vec<Value> = stdout
         .lines()
         .map(|l| {
             serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line not JSON ({e}): {l}"))
         })
         .collect();
+    // Wire records have no `type`; the host agent's lines (host_stack,
+    // connect, joined) do.
+    let (recs, host): (Vec<Value>, Vec<Value>) =
+        lines.into_iter().partition(|v| v.get("type").is_none());
     assert!(!recs.is_empty(), "no records:\n{stderr}");
     eprintln!("{stderr}");
+    check_host(&host, &recs, &tmp.0.join("host.svg"));
 
     let is = |r: &Value, proto: u64, port: u64| {
         n(&r["proto"]) == proto
@@ -233,4 +240,55 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
         .filter(|c| c.contains(&dir))
         .collect();
     assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+/// The probe's host agent watched the client's and server's kernels: the
+/// bulk flows' stack layers with the bridge's delay in T4 (the client leg
+/// delays each way by DELAY_MS; the server leg none), the client's
+/// connects at one round trip through the bridge, joined records, the
+/// picture.
+fn check_host(host: &[Value], recs: &[Value], svg: &std::path::Path) {
+    let of = |t: &'static str| host.iter().filter(move |v| v["type"] == t);
+    let delay = (DELAY_MS * 1000) as f64;
+    for port in [5001u64, 5002] {
+        let r = of("host_stack")
+            .filter(|v| v["dport"] == port || v["sport"] == port)
+            .max_by_key(|v| n(&v["complete"]))
+            .unwrap_or_else(|| panic!("no host report of the bulk flow on port {port}: {host:#?}"));
+        assert!(n(&r["complete"]) >= 10, "timed bytes: {r}");
+        let t4 = r["segments"]["T4"]["p50_us"].as_f64().expect("T4");
+        assert!(
+            t4 >= delay && t4 <= delay + 3000.0,
+            "T4 {t4} µs for a {delay} µs bridge delay: {r}"
+        );
+        let t8 = r["t8"]["p50_us"].as_f64().expect("T8");
+        assert!(t8 >= t4, "T8 {t8} < T4 {t4}");
+    }
+    let connects: Vec<f64> = of("connect")
+        .filter(|v| v["outcome"] == "established" && v["dport"] != 81)
+        .filter_map(|v| v["latency_us"].as_f64())
+        .collect();
+    assert!(connects.len() >= 6, "client connects: {connects:?}");
+    for c in &connects {
+        assert!(
+            *c >= 2.0 * delay && *c <= 2.0 * delay + 5000.0,
+            "connect {c} µs"
+        );
+    }
+    assert!(
+        of("connect").any(|v| v["dport"] == 81 && v["outcome"] == "refused"),
+        "the refused connection"
+    );
+    // Wire records of the client's connections name its process.
+    let named = recs
+        .iter()
+        .filter(|r| n(&r["proto"]) == 6 && r["process"]["pid"].as_u64().is_some_and(|p| p > 0))
+        .count();
+    assert!(named >= 6, "TCP records with the client's process: {named}");
+    assert!(of("joined").count() >= 2, "joined records");
+    let pic = std::fs::read_to_string(svg).expect("the picture");
+    assert!(
+        pic.starts_with("<svg") && pic.contains("T4 network"),
+        "SVG with the T4 legend"
+    );
 }

@@ -14,7 +14,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use host_support::{Pair, SERVER_IP, SERVER_IP6, mono_ns, realtime};
+use host_support::{Pair, SERVER_IP, SERVER_IP6, realtime};
 use live_support::{
     require_root,
     topo::{TempDir, signal},
@@ -127,10 +127,8 @@ fn timed_connects(pair: &Pair, to: SocketAddr, count: usize) -> HashMap<u16, f64
         realtime();
         let mut own = HashMap::new();
         for _ in 0..count {
-            let t0 = mono_ns();
-            let s = TcpStream::connect_timeout(&to, Duration::from_secs(5)).expect("connect");
-            let t1 = mono_ns();
-            own.insert(s.local_addr().unwrap().port(), (t1 - t0) as f64 / 1000.0);
+            let (port, us) = host_support::timed_connect(to);
+            own.insert(port, us);
         }
         own
     })

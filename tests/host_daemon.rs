@@ -33,9 +33,11 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
     let before = loaded_host_programs();
     let tmp = TempDir::new("host_daemon");
     let b = Bench::new(1, None, &tmp.0);
-    let ipfix = tmp.0.join("host.ipfix");
+    let ipfix = tmp.0.join("wire.ipfix");
+    let host_file = tmp.0.join("host.ipfix");
     let host = format!(
-        "[host]\nstack = true\nconnlat = true\nsample_bytes = 0\n[host.filter]\nports = [{PORT}]\n"
+        "[host]\nstack = true\nconnlat = true\nsample_bytes = 0\ncollectors = [\"file://{}\"]\n[host.filter]\nports = [{PORT}]\n",
+        host_file.display()
     );
     let opts = ProbeOpts {
         iface: "p1",
@@ -149,9 +151,9 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
     assert!(count("xdprobe_host_connect_attempts_total{outcome=\"established\"}") >= CONNS as f64);
     // Host-stack IPFIX records reached the collector file: a template set
     // announcing 320 and a data set 320.
-    // The wire records' file is the wire exporter's own, its flow records
-    // with the process elements (PEN 32473, 1300-1302); the host-stack
-    // records are in FILE.host beside it.
+    // The wire collector's file has the flow records with the process
+    // elements (PEN 32473, 1300-1302) and no host-stack records; those are
+    // in [host] collectors' file.
     let wire = std::fs::read(&ipfix).expect("collector file");
     let pids = ipfix_process_ids(&wire);
     for port in &ports {
@@ -161,7 +163,11 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
             std::process::id()
         );
     }
-    let bytes = std::fs::read(tmp.0.join("host.ipfix.host")).expect("host collector file");
+    assert!(
+        !ipfix_set_ids(&wire).contains(&320),
+        "no host-stack records among the flows"
+    );
+    let bytes = std::fs::read(&host_file).expect("host collector file");
     let mut sets = Vec::new();
     let mut at = 0;
     while at + 16 <= bytes.len() {
@@ -246,4 +252,21 @@ fn ipfix_process_ids(bytes: &[u8]) -> Vec<(u16, u32)> {
         at += len.max(16);
     }
     out
+}
+
+/// The set IDs of an IPFIX file, in order.
+fn ipfix_set_ids(bytes: &[u8]) -> Vec<u16> {
+    let be16 = |i: usize| u16::from_be_bytes([bytes[i], bytes[i + 1]]);
+    let mut ids = Vec::new();
+    let mut at = 0;
+    while at + 16 <= bytes.len() {
+        let len = usize::from(be16(at + 2));
+        let mut s = at + 16;
+        while s + 4 <= at + len {
+            ids.push(be16(s));
+            s += usize::from(be16(s + 2)).max(4);
+        }
+        at += len.max(16);
+    }
+    ids
 }

@@ -112,6 +112,7 @@ pub struct RawHost {
     pub ring_bytes: Option<S<i64>>,
     pub connlat: Option<S<bool>>,
     pub connlat_min: Option<S<toml::Value>>,
+    pub collectors: Option<Vec<S<String>>>,
     pub hooks: Option<RawHostHooks>,
     pub filter: Option<RawHostFilter>,
 }

@@ -256,6 +256,10 @@ pub struct HostSettings {
     /// Connections faster than this are not reported on their own (they
     /// still enrich flow records). Default 0.
     pub connlat_min: Duration,
+    /// Where host-stack IPFIX records go (UDP and file collectors; the
+    /// wire exporter's are not used: flow collectors would count the
+    /// host records as flows). Default none.
+    pub collectors: Vec<String>,
 }
 
 impl Default for HostSettings {
@@ -276,6 +280,7 @@ impl Default for HostSettings {
             cgroups: Vec::new(),
             connlat: false,
             connlat_min: Duration::ZERO,
+            collectors: Vec::new(),
         }
     }
 }

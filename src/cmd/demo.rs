@@ -58,6 +58,14 @@ pub struct DemoArgs {
     /// collector's files) in DIR instead of a temporary directory.
     #[arg(long, value_name = "DIR")]
     pub keep_dir: Option<PathBuf>,
+    /// Live: do not watch the client's and server's kernel stacks (the
+    /// probe's `[host]` section), e.g. on a kernel without the tracepoints.
+    #[arg(long)]
+    pub no_host: bool,
+    /// Live: draw where each flow's time went inside the hosts (stacked
+    /// bars of the stack segments) into FILE.svg.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
     #[command(flatten, next_help_heading = "Flow table (with --offline)")]
     pub flow: FlowArgs,
     #[command(subcommand)]
@@ -119,6 +127,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 dns_delay_ms: args.dns_delay_ms,
                 seed: args.seed,
                 keep_dir: args.keep_dir,
+                host: !args.no_host,
+                plot: args.plot,
             });
         }
         eprintln!(

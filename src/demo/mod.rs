@@ -56,6 +56,9 @@ pub struct LiveOptions {
     pub dns_delay_ms: u64,
     pub seed: u64,
     pub keep_dir: Option<PathBuf>,
+    /// The probe also watches the client's and server's kernel stacks.
+    pub host: bool,
+    pub plot: Option<PathBuf>,
 }
 
 pub fn is_root() -> bool {
@@ -223,7 +226,17 @@ fn live(o: &LiveOptions, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     );
     let collector = Collector::start(&topo.probe, &work.path, interrupt)?;
     say!("collector: {}", collector.describe());
-    let probe = Probe::start(&topo.probe, &exe, &work.path, &collector.url(), interrupt)?;
+    let host = o
+        .host
+        .then(|| probe::HostWatch::new(&[&topo.client.name, &topo.server.name]));
+    let probe = Probe::start(
+        &topo.probe,
+        &exe,
+        &work.path,
+        &collector.url(),
+        host.as_ref(),
+        interrupt,
+    )?;
     say!(
         "probe: `xdprobe run` capturing on {} (XDP native, AF_XDP copy mode, 1 queue), exporting IPFIX to {}",
         topo::PROBE_IFACE,
@@ -303,7 +316,14 @@ fn report(o: &LiveOptions, r: &Results, took: Duration) -> anyhow::Result<ExitCo
         .iter()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    let recs: Vec<_> = values.iter().filter_map(records::from_json).collect();
+    // Wire records have no `type`; the host agent's lines do.
+    let (wire, host): (Vec<&serde_json::Value>, Vec<&serde_json::Value>) =
+        values.iter().partition(|v| v.get("type").is_none());
+    let recs: Vec<_> = wire
+        .iter()
+        .copied()
+        .filter_map(records::from_json)
+        .collect();
 
     // Records: stdout. With --format json, nothing else goes there.
     let mut stdout = std::io::stdout().lock();
@@ -372,15 +392,18 @@ fn report(o: &LiveOptions, r: &Results, took: Duration) -> anyhow::Result<ExitCo
             probe::tail(&out.log, 20)
         ));
     }
-    if recs.is_empty() || recs.len() != out.lines.len() {
+    if recs.is_empty() || recs.len() != wire.len() {
         failures.push(format!(
-            "{} of the probe's {} JSON lines read as records",
+            "{} of the probe's {} wire JSON lines read as records",
             recs.len(),
-            out.lines.len()
+            wire.len()
         ));
     }
+    if o.host {
+        host_section(&mut text, &host, o.plot.as_deref(), &mut failures);
+    }
     match r.collected.flows {
-        Some(n) if n == out.lines.len() => {
+        Some(n) if n == wire.len() => {
             let _ = writeln!(
                 text,
                 "collector: {n} flow records received, as many as the probe emitted"
@@ -388,7 +411,7 @@ fn report(o: &LiveOptions, r: &Results, took: Duration) -> anyhow::Result<ExitCo
         }
         Some(n) => failures.push(format!(
             "the collector received {n} flow records, the probe emitted {}",
-            out.lines.len()
+            wire.len()
         )),
         None => {}
     }
@@ -412,6 +435,110 @@ fn report(o: &LiveOptions, r: &Results, took: Duration) -> anyhow::Result<ExitCo
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// What the probe's host agent saw inside the client's and server's
+/// kernels: per TCP flow the stack segments' medians, the connections'
+/// connect latency, and how many host reports joined their wire record.
+fn host_section(
+    text: &mut String,
+    host: &[&serde_json::Value],
+    plot: Option<&Path>,
+    failures: &mut Vec<String>,
+) {
+    let of = |t: &'static str| host.iter().filter(move |v| v["type"] == t);
+    let _ = writeln!(
+        text,
+        "\n== Inside the hosts (eBPF on this kernel's tracepoints; p50 µs per segment) ==\n"
+    );
+    let segs = ["T1", "T2", "T3", "T4", "T5", "T6", "T7"];
+    let _ = write!(text, "{:<40} {:>7}", "FLOW (sender -> receiver)", "SAMPLES");
+    for s in segs.iter().chain(&["T8"]) {
+        let _ = write!(text, " {s:>8}");
+    }
+    let _ = writeln!(text);
+    let mut bars = Vec::new();
+    let mut reports: Vec<&&serde_json::Value> = of("host_stack")
+        .filter(|v| v["complete"].as_u64().unwrap_or(0) > 0)
+        .collect();
+    reports.sort_by_key(|v| std::cmp::Reverse(v["complete"].as_u64().unwrap_or(0)));
+    for v in reports.iter().take(12) {
+        let flow = format!(
+            "{}:{} -> {}:{}",
+            v["src"].as_str().unwrap_or("?"),
+            v["sport"],
+            v["dst"].as_str().unwrap_or("?"),
+            v["dport"]
+        );
+        let _ = write!(text, "{flow:<40} {:>7}", v["complete"]);
+        let mut seg_means = Vec::new();
+        if let Some(m) = v["segments"].as_object() {
+            for s in segs {
+                let cell = m
+                    .iter()
+                    .find(|(k, _)| *k == s || k.starts_with(&format!("{s}+")))
+                    .and_then(|(_, x)| x["p50_us"].as_f64())
+                    .map_or("-".to_owned(), |p| format!("{p:.1}"));
+                let _ = write!(text, " {cell:>8}");
+            }
+            for (k, x) in m {
+                if let Some(mean) = x["mean_us"].as_f64() {
+                    seg_means.push((k.clone(), mean));
+                }
+            }
+        }
+        let t8 = v["t8"]["p50_us"]
+            .as_f64()
+            .map_or("-".to_owned(), |p| format!("{p:.1}"));
+        let _ = writeln!(text, " {t8:>8}");
+        seg_means.sort_by(|a, b| a.0.cmp(&b.0));
+        bars.push(xdprobe_host::stack::plot::Bar {
+            label: format!(
+                "{}:{} → {}",
+                v["src"].as_str().unwrap_or("?"),
+                v["sport"],
+                v["dport"]
+            ),
+            segments: seg_means,
+        });
+    }
+    let _ = writeln!(
+        text,
+        "T1 socket→TCP  T2 TCP→IP  T3 IP→device (qdisc)  T4 the network (here: the bridge's delay)\n\
+         T5 device→IP  T6 IP→TCP  T7 TCP→the reader  T8 end to end (both ends on this kernel)"
+    );
+    let mut connects: Vec<f64> = of("connect")
+        .filter(|v| v["outcome"] == "established")
+        .filter_map(|v| v["latency_us"].as_f64())
+        .collect();
+    connects.sort_by(f64::total_cmp);
+    let failed = of("connect")
+        .filter(|v| v["outcome"] != "established")
+        .count();
+    if let Some(mid) = connects.get(connects.len() / 2) {
+        let _ = writeln!(
+            text,
+            "connect(): {} connections by the client process, median {:.2} ms (one RTT through the bridge), {failed} refused or failed",
+            connects.len(),
+            mid / 1000.0
+        );
+    }
+    let joined = of("joined").count();
+    let _ = writeln!(
+        text,
+        "joined:    {joined} host reports matched to the wire record of their connection (JSON type \"joined\")"
+    );
+    if reports.is_empty() {
+        failures.push("the host agent reported no TCP flow (see the probe log)".into());
+    }
+    if let Some(p) = plot {
+        match xdprobe_host::stack::plot::draw_bars(p, &bars) {
+            Ok(()) => {
+                let _ = writeln!(text, "picture:   {}", p.display());
+            }
+            Err(e) => failures.push(format!("{}: {e}", p.display())),
+        }
+    }
 }
 
 fn bridge_line(legs: &[LegStats]) -> String {

@@ -20,8 +20,8 @@ use super::{
 /// native mode (veth has it) and AF_XDP in copy mode (veth has no
 /// zero-copy). Idle timeout longer than the demo, so every flow is reported
 /// at its TCP end or at shutdown, whole.
-pub fn config_text(collector: &str) -> String {
-    format!(
+pub fn config_text(collector: &str, host: Option<&HostWatch>) -> String {
+    let mut text = format!(
         r#"# Written by `xdprobe demo`.
 [probe]
 mode = "appliance"
@@ -52,7 +52,37 @@ template_refresh = "10s"
 [metrics]
 enabled = false
 "#
-    )
+    );
+    if let Some(h) = host {
+        text.push_str(&h.config());
+    }
+    text
+}
+
+/// The `[host]` section: stack layers and connect latency of the demo's
+/// TCP flows in the client and server namespaces (the bridge's namespace
+/// only forwards).
+pub struct HostWatch {
+    netns: Vec<String>,
+}
+
+impl HostWatch {
+    pub fn new(netns: &[&str]) -> Self {
+        HostWatch {
+            netns: netns.iter().map(|n| (*n).to_owned()).collect(),
+        }
+    }
+
+    fn config(&self) -> String {
+        let ns: Vec<String> = self.netns.iter().map(|n| format!("{n:?}")).collect();
+        format!(
+            "\n[host]\nstack = true\nconnlat = true\n# One timed byte per 10 full segments.\nsample_bytes = 14480\n\n[host.filter]\nports = [{}, {}, {}]\nnetns = [{}]\n",
+            super::traffic::HTTP_PORT,
+            super::traffic::UPLOAD_PORT,
+            super::traffic::DOWNLOAD_PORT,
+            ns.join(", ")
+        )
+    }
 }
 
 pub struct Probe {
@@ -80,10 +110,11 @@ impl Probe {
         exe: &Path,
         dir: &Path,
         collector: &str,
+        host: Option<&HostWatch>,
         interrupt: &Interrupt,
     ) -> anyhow::Result<Probe> {
         let cfg = dir.join("probe.toml");
-        std::fs::write(&cfg, config_text(collector)).context("writing probe.toml")?;
+        std::fs::write(&cfg, config_text(collector, host)).context("writing probe.toml")?;
         let json = dir.join("records.jsonl");
         let log = dir.join("probe.log");
         let mut cmd = ns.command(exe);
@@ -103,8 +134,13 @@ impl Probe {
         };
         let res = interrupt.wait_for(Duration::from_secs(30), "the probe to start", || {
             if let Some(st) = p.child.try_wait() {
+                let hint = if host.is_some() {
+                    "\n(if it names a missing kernel hook, `xdprobe demo --no-host` runs without the host agent)"
+                } else {
+                    ""
+                };
                 bail!(
-                    "xdprobe run exited at start ({st}):\n{}",
+                    "xdprobe run exited at start ({st}):\n{}{hint}",
                     tail(&p.log_text(), 20)
                 );
             }
@@ -163,7 +199,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("xdpdemo-cfg-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("probe.toml");
-        std::fs::write(&p, config_text("udp://127.0.0.1:4739")).unwrap();
+        std::fs::write(&p, config_text("udp://127.0.0.1:4739", None)).unwrap();
         let cfg = xdprobe_config::load(&p);
         let _ = std::fs::remove_dir_all(&dir);
         let cfg = cfg.unwrap_or_else(|e| panic!("{e}"));

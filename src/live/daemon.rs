@@ -391,12 +391,20 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     })?;
     let json = match (&opts.json, json_file) {
         (Some(JsonOut::Stdout), _) => Some(
-            spawn_json_writer(Box::new(std::io::stdout()), cfg.export.channel_capacity)
-                .map_err(DaemonError::Thread)?,
+            spawn_json_writer(
+                Box::new(std::io::stdout()),
+                cfg.export.channel_capacity,
+                host_probes.is_some(),
+            )
+            .map_err(DaemonError::Thread)?,
         ),
         (Some(JsonOut::File(_)), Some(f)) => Some(
-            spawn_json_writer(Box::new(f), cfg.export.channel_capacity)
-                .map_err(DaemonError::Thread)?,
+            spawn_json_writer(
+                Box::new(f),
+                cfg.export.channel_capacity,
+                host_probes.is_some(),
+            )
+            .map_err(DaemonError::Thread)?,
         ),
         _ => None,
     };

@@ -7,8 +7,9 @@
 //! - JSON lines (`host_stack` reports, `connect` attempts) to the daemon's
 //!   JSON output, where `host_stack` reports join the wire record of their
 //!   connection (`sink::JsonItem`);
-//! - IPFIX host-stack records (templates 320/321) to the configured UDP
-//!   and file collectors;
+//! - IPFIX host-stack records (templates 320/321) to `[host] collectors` (UDP
+//!   and file collectors; not the flow collectors, which would count them
+//!   as flows);
 //! - Prometheus families: per-segment latency histograms over every timed
 //!   byte, a connect-latency histogram, the kernel and matcher counters;
 //! - the connections this host started, by connection, for the wire
@@ -56,13 +57,17 @@ pub enum HostError {
     Collectors(#[from] xdprobe_exporter::host_sender::HostSenderError),
     #[error("[host]: starting its thread")]
     Thread(#[source] std::io::Error),
+    #[error(
+        "[host] collectors: {0} is also an [export] collector; give the host-stack records a file of their own"
+    )]
+    SharedFile(String),
 }
 
 impl HostError {
     /// About what the kernel or the config offers (exit 2), not a failure.
     pub fn is_setup_error(&self) -> bool {
         match self {
-            HostError::Kernel(_) | HostError::Scope(_) => true,
+            HostError::Kernel(_) | HostError::Scope(_) | HostError::SharedFile(_) => true,
             HostError::Probe(p) => p.is_setup_error(),
             _ => false,
         }
@@ -307,9 +312,18 @@ impl HostProbes {
         } else {
             None
         };
+        // A file both exporters wrote would hold two sets of templates and
+        // sequence numbers.
+        if let Some(c) = h
+            .collectors
+            .iter()
+            .find(|c| c.starts_with("file://") && cfg.export.collectors.contains(c))
+        {
+            return Err(HostError::SharedFile(c.clone()));
+        }
         let ipfix = if h.stack {
             HostSender::open(
-                &host_collectors(&cfg.export.collectors),
+                &h.collectors,
                 cfg.export.pen,
                 cfg.export.observation_domain,
                 cfg.export.mtu,
@@ -324,23 +338,6 @@ impl HostProbes {
             connlat_min: h.connlat_min,
         }))
     }
-}
-
-/// The host-stack records' destinations: the wire exporter's collectors,
-/// a file collector's records in a sibling file `FILE.host` (the wire
-/// exporter owns `FILE`, its sequence numbers and its templates; a second
-/// writer in it would break both).
-fn host_collectors(collectors: &[String]) -> Vec<String> {
-    collectors
-        .iter()
-        .map(|c| {
-            if c.starts_with("file://") {
-                format!("{c}.host")
-            } else {
-                c.clone()
-            }
-        })
-        .collect()
 }
 
 /// The running agent.

@@ -133,9 +133,13 @@ fn json_ok(r: Result<(), TrySendError<JsonItem>>) -> bool {
 /// A thread writing records as JSON lines (the `xdprobe pcap` schema) to
 /// `out`, and the host agent's lines with their joins; it ends when every
 /// sender is gone.
+/// `join`: a host agent runs, so wire records are kept for the join from
+/// the first one on (a flow's wire record often comes before its host
+/// report).
 pub fn spawn_json_writer(
     out: Box<dyn Write + Send>,
     capacity: usize,
+    join: bool,
 ) -> std::io::Result<(Sender<JsonItem>, JoinHandle<u64>)> {
     let (tx, rx): (Sender<JsonItem>, Receiver<JsonItem>) =
         crossbeam_channel::bounded(capacity.max(1));
@@ -145,7 +149,7 @@ pub fn spawn_json_writer(
             let mut w = JsonWriter {
                 out: std::io::BufWriter::new(out),
                 joiner: Joiner::default(),
-                joining: false,
+                joining: join,
                 n: 0,
             };
             // Block for a record, write whatever else is queued, flush when

@@ -312,6 +312,73 @@ pub fn timed_messages(
 /// the machine (builds, other tests) cannot preempt it between a system
 /// call and the clock read next to it: the reference then times the
 /// system calls, as the probe does, not the scheduler's whims.
+/// One blocking `connect()` to `to`, timed around that system call alone
+/// (the socket is made before the clock starts): (local port, µs). What the
+/// probe times, → SYN_SENT inside the call to → ESTABLISHED in softirq,
+/// lies inside it; the rest is the call's entry and the caller's wake-up.
+pub fn timed_connect(to: std::net::SocketAddr) -> (u16, f64) {
+    use std::os::fd::FromRawFd;
+    let v6 = to.is_ipv6();
+    let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
+    // SAFETY: socket(2) with constant arguments; the descriptor is owned
+    // by the TcpStream made from it below, which closes it.
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+    // SAFETY: fd is a fresh, open socket that nothing else owns.
+    let stream = unsafe { TcpStream::from_raw_fd(fd) };
+    // SAFETY: all-zero bytes are a valid sockaddr_storage.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match to {
+        std::net::SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for a
+            // sockaddr_in; we write it through a correctly typed pointer.
+            let sin = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
+            size_of::<libc::sockaddr_in>()
+        }
+        std::net::SocketAddr::V6(a) => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            size_of::<libc::sockaddr_in6>()
+        }
+    };
+    let t0 = mono_ns();
+    // SAFETY: connect(2) on our socket with an address of `len` valid bytes.
+    let rc = unsafe {
+        libc::connect(
+            fd,
+            &ss as *const _ as *const libc::sockaddr,
+            len as libc::socklen_t,
+        )
+    };
+    let t1 = mono_ns();
+    assert_eq!(rc, 0, "connect {to}: {}", std::io::Error::last_os_error());
+    let port = stream.local_addr().expect("local address").port();
+    (port, (t1 - t0) as f64 / 1000.0)
+}
+
+/// Pins the calling thread (and the threads it starts from now on) to `cpu`.
+pub fn pin_to(cpu: usize) {
+    // SAFETY: an all-zero cpu_set_t is an empty set; CPU_SET writes a bit
+    // inside it; sched_setaffinity reads it by pointer for this thread.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set)
+    };
+    assert_eq!(
+        rc,
+        0,
+        "sched_setaffinity: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
 pub fn realtime() {
     let p = libc::sched_param { sched_priority: 10 };
     // SAFETY: sets this thread's policy; a plain struct passed by pointer.

@@ -130,6 +130,29 @@ impl Validator<'_> {
                 max: Duration::from_secs(3600),
             },
         );
+        let mut collectors = Vec::new();
+        for (i, c) in raw.collectors.iter().flatten().enumerate() {
+            let url = c.get_ref().trim();
+            match super::collector::check_collector(url) {
+                Ok(()) if url.starts_with("tcp://") => self.invalid(
+                    format!("host.collectors[{i}]"),
+                    c.span(),
+                    Problem::Collector {
+                        url: url.to_owned(),
+                        reason: "host-stack records go to udp:// and file:// collectors".into(),
+                    },
+                ),
+                Ok(()) => collectors.push(url.to_owned()),
+                Err(reason) => self.invalid(
+                    format!("host.collectors[{i}]"),
+                    c.span(),
+                    Problem::Collector {
+                        url: url.to_owned(),
+                        reason,
+                    },
+                ),
+            }
+        }
         let hooks = self.host_hooks(raw.hooks.unwrap_or_default());
         let f = raw.filter.unwrap_or_default();
         let (ports, netns, pids, cgroups) = self.host_filter(f);
@@ -149,6 +172,7 @@ impl Validator<'_> {
             cgroups,
             connlat: raw.connlat.is_some_and(S::into_inner),
             connlat_min,
+            collectors,
         }
     }
 

@@ -47,18 +47,42 @@ const MEANING: [&str; 7] = [
     "T7 TCP → socket (reader)",
 ];
 
+/// One bar: its label and its segments' (name, mean µs), in stream order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bar {
+    pub label: String,
+    pub segments: Vec<(String, f64)>,
+}
+
 /// Draws the reports that timed anything (at most 40 flows, the busiest).
 pub fn stacked_bars(path: &Path, reports: &[FlowReport]) -> Result<(), PlotError> {
     let mut flows: Vec<&FlowReport> = reports.iter().filter(|r| r.complete > 0).collect();
     flows.sort_by_key(|r| std::cmp::Reverse(r.complete));
     flows.truncate(40);
     flows.sort_by_key(|r| (r.key, r.record_seq));
-    let totals: Vec<f64> = flows
+    let bars: Vec<Bar> = flows
         .iter()
-        .map(|r| r.segments.iter().map(|s| s.summary.mean_us).sum::<f64>())
+        .map(|r| Bar {
+            label: format!("{}:{} → {}", r.key.src, r.key.sport, r.key.dport),
+            segments: r
+                .segments
+                .iter()
+                .map(|s| (s.name.clone(), s.summary.mean_us))
+                .collect(),
+        })
+        .collect();
+    draw_bars(path, &bars)
+}
+
+/// Draws one stacked bar per entry of `bars` (for reports read back from
+/// JSON lines, as the demo does).
+pub fn draw_bars(path: &Path, bars: &[Bar]) -> Result<(), PlotError> {
+    let totals: Vec<f64> = bars
+        .iter()
+        .map(|b| b.segments.iter().map(|s| s.1).sum::<f64>())
         .collect();
     let ymax = totals.iter().copied().fold(1.0f64, f64::max) * 1.35;
-    let n = flows.len().max(1);
+    let n = bars.len().max(1);
     let width = (260 + 110 * n) as u32;
 
     let root = SVGBackend::new(path, (width.max(720), 520)).into_drawing_area();
@@ -73,10 +97,7 @@ pub fn stacked_bars(path: &Path, reports: &[FlowReport]) -> Result<(), PlotError
         .y_label_area_size(70)
         .build_cartesian_2d((0..n - 1).into_segmented(), 0f64..ymax)
         .map_err(err)?;
-    let labels: Vec<String> = flows
-        .iter()
-        .map(|r| format!("{}:{} → {}", r.key.src, r.key.sport, r.key.dport))
-        .collect();
+    let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -91,11 +112,11 @@ pub fn stacked_bars(path: &Path, reports: &[FlowReport]) -> Result<(), PlotError
         .map_err(err)?;
 
     let mut seen = [false; 7];
-    for (i, r) in flows.iter().enumerate() {
+    for (i, b) in bars.iter().enumerate() {
         let mut base = 0.0;
-        for s in &r.segments {
-            let k = first_part(&s.name);
-            let top = base + s.summary.mean_us;
+        for (name, mean_us) in &b.segments {
+            let k = first_part(name);
+            let top = base + mean_us;
             let colour = COLOURS[k];
             let mut bar = Rectangle::new(
                 [
@@ -108,8 +129,8 @@ pub fn stacked_bars(path: &Path, reports: &[FlowReport]) -> Result<(), PlotError
             let series = chart.draw_series(std::iter::once(bar)).map_err(err)?;
             if !seen[k] {
                 seen[k] = true;
-                let label = if s.name.contains('+') {
-                    format!("{} (no hook between)", s.name)
+                let label = if name.contains('+') {
+                    format!("{name} (no hook between)")
                 } else {
                     MEANING[k].to_owned()
                 };

@@ -326,6 +326,7 @@ mod tests {
             "[host]\nstack = true\nconnlat = true\nsample_bytes = 0\nsample_interval = \"10ms\"\n\
              layers = [\"sock_tx\", \"dev_tx\", \"sock_rx\"]\nreport_interval = \"5s\"\n\
              idle_timeout = \"20s\"\nmax_flows = 1000\nring_bytes = 1048576\nconnlat_min = \"1ms\"\n\
+             collectors = [\"udp://192.0.2.9:4739\", \"file:///var/lib/xdprobe/host.ipfix\"]\n\
              [host.hooks]\ndev_tx = [\"tracepoint:net:net_dev_xmit\"]\n\
              dev_rx = [\"tracepoint:net:netif_rx\", \"tp:net:napi_gro_receive_entry\"]\n\
              [host.filter]\nports = [5201, 443]\nnetns = [\"srv\"]\npids = [42]\n\
@@ -341,6 +342,10 @@ mod tests {
         assert_eq!(h.ports, [5201, 443]);
         assert_eq!((h.pids.as_slice(), h.max_flows), (&[42u32][..], 1000));
         assert_eq!(h.connlat_min, Duration::from_millis(1));
+        assert_eq!(
+            h.collectors,
+            ["udp://192.0.2.9:4739", "file:///var/lib/xdprobe/host.ipfix"]
+        );
     }
 
     #[test]
@@ -362,6 +367,12 @@ mod tests {
             "host.hooks.dev_tx[0]",
             4,
             "KIND:TARGET",
+        );
+        one(
+            "[host]\nstack = true\ncollectors = [\"tcp://192.0.2.9:4739\"]\n",
+            "host.collectors[0]",
+            3,
+            "udp:// and file://",
         );
         one(
             "[host]\nstack = true\nring_bytes = 5000\n",

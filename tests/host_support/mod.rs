@@ -475,14 +475,15 @@ pub fn paired_t8(
         .collect()
 }
 
-/// The names of the host programs loaded now (bpftool).
 /// The loaded host programs once the kernel has released those of a probe
 /// that just exited: a program's last reference goes with its link, and
 /// the kernel frees it after an RCU grace period, so `bpftool` may list it
-/// for a moment after the process is gone. Waits up to 3 s for the set to
-/// equal `before`, then returns what is loaded.
+/// for a while after the process is gone. BTF-typed (`tp_btf`) programs
+/// wait for an RCU-tasks grace period, which took over 3 s on a loaded CI
+/// machine. Waits up to 30 s for the set to equal `before` (returning as
+/// soon as it does), then returns what is loaded.
 pub fn loaded_after_release(before: &[String]) -> Vec<String> {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let now = loaded_host_programs();
         if now == before || std::time::Instant::now() > until {
@@ -492,6 +493,7 @@ pub fn loaded_after_release(before: &[String]) -> Vec<String> {
     }
 }
 
+/// The names of the host programs loaded now (bpftool).
 pub fn loaded_host_programs() -> Vec<String> {
     let out = Command::new("bpftool")
         .args(["prog", "show", "--json"])

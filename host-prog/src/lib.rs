@@ -11,6 +11,7 @@
 
 pub mod cbpf;
 
+use aya_ebpf::EbpfContext;
 use aya_ebpf::helpers::{bpf_probe_read_kernel, bpf_probe_read_kernel_buf};
 use aya_ebpf::programs::TracePointContext;
 use xdprobe_common::host::TpOffsets;
@@ -157,6 +158,88 @@ pub fn tp_i32(ctx: &TracePointContext, off: u32) -> i32 {
 pub fn tp_u16(ctx: &TracePointContext, off: u32) -> u16 {
     // SAFETY: as in `tp_u64`.
     unsafe { ctx.read_at::<u16>(off as usize) }.unwrap_or(0)
+}
+
+/// `N` bytes of kernel memory (a tracepoint record, an `sk_buff`) read in
+/// one helper call from `base` on, for programs that need several fields
+/// of one object: each `rd` or `read_at` is a helper call of its own, and
+/// the calls, not the bytes, are what costs. Fields are looked up at their
+/// absolute offsets (constants to the verifier, which drops the branch
+/// not taken); one outside the span is `None`, and the caller reads it
+/// on its own.
+pub struct Span<const N: usize> {
+    base: u32,
+    b: [u8; N],
+}
+
+impl<const N: usize> Span<N> {
+    /// Reads `[addr + base, addr + base + N)`; `None` if the read fails.
+    #[inline(always)]
+    pub fn read(addr: u64, base: u32) -> Option<Self> {
+        if addr == 0 {
+            return None;
+        }
+        let mut s = Span { base, b: [0u8; N] };
+        // SAFETY: copies N bytes of kernel memory straight into a stack
+        // buffer of that size (no `Option` copy: the stack is 512 bytes);
+        // the helper fails cleanly on a bad address.
+        unsafe { bpf_probe_read_kernel_buf((addr + u64::from(base)) as *const u8, &mut s.b) }
+            .ok()?;
+        Some(s)
+    }
+
+    #[inline(always)]
+    fn bytes<const M: usize>(&self, off: u32) -> Option<[u8; M]> {
+        let o = off.checked_sub(self.base)? as usize;
+        let b = self.b.get(o..o + M)?;
+        let mut out = [0u8; M];
+        out.copy_from_slice(b);
+        Some(out)
+    }
+
+    #[inline(always)]
+    pub fn u16(&self, off: u32) -> Option<u16> {
+        self.bytes(off).map(u16::from_ne_bytes)
+    }
+
+    #[inline(always)]
+    pub fn u32(&self, off: u32) -> Option<u32> {
+        self.bytes(off).map(u32::from_ne_bytes)
+    }
+
+    #[inline(always)]
+    pub fn i32(&self, off: u32) -> Option<i32> {
+        self.bytes(off).map(i32::from_ne_bytes)
+    }
+
+    #[inline(always)]
+    pub fn u64(&self, off: u32) -> Option<u64> {
+        self.bytes(off).map(u64::from_ne_bytes)
+    }
+}
+
+/// A tracepoint record's span from `base` (see [`Span`]). The record sits
+/// in a per-CPU trace buffer of `PERF_MAX_TRACE_SIZE` bytes, so a span
+/// past a shorter record reads that buffer, not foreign memory.
+#[inline(always)]
+pub fn tp_span<const N: usize>(ctx: &TracePointContext, base: u32) -> Option<Span<N>> {
+    Span::read(ctx.as_ptr() as u64, base)
+}
+
+/// A record field from `span` if it holds it, else read on its own.
+#[inline(always)]
+pub fn rec_u64<const N: usize>(ctx: &TracePointContext, s: &Span<N>, off: u32) -> u64 {
+    s.u64(off).unwrap_or_else(|| tp_u64(ctx, off))
+}
+
+#[inline(always)]
+pub fn rec_i32<const N: usize>(ctx: &TracePointContext, s: &Span<N>, off: u32) -> i32 {
+    s.i32(off).unwrap_or_else(|| tp_i32(ctx, off))
+}
+
+#[inline(always)]
+pub fn rec_u16<const N: usize>(ctx: &TracePointContext, s: &Span<N>, off: u32) -> u16 {
+    s.u16(off).unwrap_or_else(|| tp_u16(ctx, off))
 }
 
 /// A connection's identity as an `inet_sock_set_state` record gives it

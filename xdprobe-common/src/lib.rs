@@ -150,7 +150,7 @@ mod pod {
     // SAFETY: as above.
     unsafe impl aya::Pod for super::host::StackEvent {}
     // SAFETY: as above.
-    unsafe impl aya::Pod for super::host::TcpPending {}
+    unsafe impl aya::Pod for super::host::SendSlot {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::host::SockId {}
     // SAFETY: as above.

@@ -20,19 +20,19 @@ use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{btf_tracepoint, fentry, kprobe, map, raw_tracepoint, tracepoint},
-    maps::{HashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
     programs::{
         BtfTracePointContext, FEntryContext, ProbeContext, RawTracePointContext, TracePointContext,
     },
 };
 use host_prog::{
-    AF_INET, AF_INET6, ETH_P_IP, ETH_P_IPV6, Segment, holds_sample, parse_tcp, rd, state_identity,
-    tp_i32, tp_u16, tp_u64,
+    AF_INET, AF_INET6, ETH_P_IP, ETH_P_IPV6, Segment, holds_sample, parse_tcp, rd, rec_i32,
+    rec_u16, rec_u64, state_identity, tp_i32, tp_span, tp_u16, tp_u64,
 };
 use xdprobe_common::host::{
-    STACK_FILTER_CGROUP, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID,
-    STACK_MAX_CGROUPS, STACK_MAX_NETNS, STACK_MAX_PORTS, STACK_MAX_TGIDS, SockId, StackCounters,
-    StackEvent, StackSettings, TcpPending, layer, skb_slot,
+    SEND_SLOTS_LEN, STACK_FILTER_CGROUP, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID,
+    STACK_MAX_CGROUPS, STACK_MAX_NETNS, STACK_MAX_PORTS, STACK_MAX_TGIDS, SendSlot, SockId,
+    StackCounters, StackEvent, StackSettings, layer, skb_slot,
 };
 
 #[unsafe(link_section = "license")]
@@ -58,19 +58,28 @@ static STACK_EVENTS: RingBuf = RingBuf::with_byte_size(4 << 20, 0);
 #[map(name = "STACK_COUNTERS")]
 static STACK_COUNTERS: PerCpuArray<StackCounters> = PerCpuArray::with_max_entries(1, 0);
 
-/// Thread ID → time its send call was entered. A thread whose call was on
-/// a file (no `sock_send_length`) keeps its one slot until its next call
-/// overwrites it; slots of threads that exited are removed by user space
-/// after a minute. A plain hash, not an LRU one: the LRU list's upkeep
-/// cost about 1 µs per insert here, on every write(2) of the host.
-#[map(name = "SEND_ENTRY")]
-static SEND_ENTRY: HashMap<u32, u64> = HashMap::with_max_entries(32768, 0);
+/// Thread ID modulo its length → the thread's send call in flight
+/// ([`SendSlot`]). An array, not a hash: the verifier inlines its lookup,
+/// so the entry store of a send call is a few plain stores instead of a
+/// locked hash update (0.5–1 µs here, on every write(2) of the host).
+/// A slot is taken over by whichever thread of its index writes last; the
+/// other finds another `tid` there and counts `no_entry`. A thread whose
+/// call was on a file (no `sock_send_length`) keeps its entry until its
+/// next call overwrites it; user space clears entries older than a minute.
+#[map(name = "SEND_SLOTS")]
+static SEND_SLOTS: Array<SendSlot> = Array::with_max_entries(SEND_SLOTS_LEN, 0);
 
-/// Socket → the TCP-layer observation its send call is building. Removed
-/// when the call returns or the socket closes; user space removes what a
-/// path without `sock_send_length` (kTLS) left.
-#[map(name = "TCP_PENDING")]
-static TCP_PENDING: HashMap<u64, TcpPending> = HashMap::with_max_entries(32768, 0);
+/// The calling thread's send slot.
+#[inline(always)]
+fn send_slot(tid: u32) -> Option<&'static mut SendSlot> {
+    let p = SEND_SLOTS.get_ptr_mut(tid & (SEND_SLOTS_LEN - 1))?;
+    // SAFETY: a pointer into the array's value storage, valid for the
+    // map's lifetime. Only threads of this index write the slot; the
+    // `tid` check tells their contents apart (two such threads sending at
+    // the same instant on two CPUs is the one race, and tids that far
+    // apart alive at once are rare).
+    Some(unsafe { &mut *p })
+}
 
 /// Socket → its identity, read from the socket once; removed at CLOSE.
 #[map(name = "SOCK_IDS")]
@@ -272,12 +281,10 @@ fn sock_identity(ev: &mut StackEvent, sk: u64, rx: bool) -> Option<()> {
     Some(())
 }
 
-/// Reports a socket-identified observation (socket and TCP layers).
+/// Reports a socket-identified observation (socket and TCP layers) whose
+/// range the caller found `sampled`.
 #[inline(always)]
 fn emit_sock(layer: u8, sk: u64, seq: u32, end: u32, ts_ns: u64, tgid: u32, rx: bool) {
-    if !sampled(seq, end) {
-        return;
-    }
     let mut ev = StackEvent {
         ts_ns,
         seq,
@@ -293,9 +300,12 @@ fn emit_sock(layer: u8, sk: u64, seq: u32, end: u32, ts_ns: u64, tgid: u32, rx: 
     output(&ev);
 }
 
-/// Reports a header-identified observation (IP and device layers).
+/// Reports a header-identified observation (IP and device layers). The
+/// time is read once the segment is known to be sampled: an unsampled one
+/// costs no clock read (the sampled one's time is later by the header
+/// reads, tens of ns).
 #[inline(always)]
-fn emit_skb(layer: u8, skb: u64, s: &Segment, ts_ns: u64) {
+fn emit_skb(layer: u8, skb: u64, s: &Segment) {
     if s.len == 0 {
         return; // pure ACK, SYN, FIN, RST: no stream bytes
     }
@@ -304,7 +314,7 @@ fn emit_skb(layer: u8, skb: u64, s: &Segment, ts_ns: u64) {
         return;
     }
     let mut ev = StackEvent {
-        ts_ns,
+        ts_ns: now(),
         seq: s.seq,
         end,
         layer,
@@ -331,28 +341,44 @@ fn skb_head_data(skb: u64) -> Option<(u64, u64)> {
     Some((head, data))
 }
 
+/// The `sk_buff` fields the header walk needs.
+struct SkbFields {
+    len: u32,
+    /// `protocol` (network order), `transport_header`, `network_header`,
+    /// `mac_header` (adjacent: the loader checks).
+    hdrs: [u16; 4],
+    head: u64,
+    data: u64,
+}
+
+/// Three reads: one read spanning `len` to `data` (96 bytes) measured no
+/// cheaper here (bpf_stats, iperf3 over veth), so the smaller reads stay.
+#[inline(always)]
+fn skb_fields(skb: u64) -> Option<SkbFields> {
+    let (head, data) = skb_head_data(skb)?;
+    Some(SkbFields {
+        len: rd::<u32>(skb, setting!(off.skb_len))?,
+        hdrs: rd::<[u16; 4]>(skb, setting!(off.skb_protocol))?,
+        head,
+        data,
+    })
+}
+
 /// Transmit side: the network header is set, `data` points at the link
 /// header.
 #[inline(always)]
 fn tx_skb(layer: u8, skb: u64) {
-    let ts = now();
-    // `protocol`, `transport_header`, `network_header`, `mac_header` are
-    // adjacent (the loader checks): one read.
-    let (Some((head, data)), Some(hdrs), Some(len)) = (
-        skb_head_data(skb),
-        rd::<[u16; 4]>(skb, setting!(off.skb_protocol)),
-        rd::<u32>(skb, setting!(off.skb_len)),
-    ) else {
+    let Some(f) = skb_fields(skb) else {
         count(Count::ReadFailed);
         return;
     };
-    let l3 = head + u64::from(hdrs[2]);
-    let before = l3.saturating_sub(data);
-    if before > u64::from(len) {
+    let l3 = f.head + u64::from(f.hdrs[2]);
+    let before = l3.saturating_sub(f.data);
+    if before > u64::from(f.len) {
         return;
     }
-    if let Some(s) = parse_tcp(l3, len - before as u32) {
-        emit_skb(layer, skb, &s, ts);
+    if let Some(s) = parse_tcp(l3, f.len - before as u32) {
+        emit_skb(layer, skb, &s);
     }
 }
 
@@ -361,82 +387,113 @@ fn tx_skb(layer: u8, skb: u64) {
 /// not set yet at the device layer.
 #[inline(always)]
 fn rx_skb(layer: u8, skb: u64) {
-    let ts = now();
-    let Some(proto) = rd::<u16>(skb, setting!(off.skb_protocol)) else {
+    let Some(f) = skb_fields(skb) else {
         count(Count::ReadFailed);
         return;
     };
-    let proto = u16::from_be(proto);
+    let proto = u16::from_be(f.hdrs[0]);
     if proto != ETH_P_IP && proto != ETH_P_IPV6 {
         return;
     }
-    let (Some((_, data)), Some(len)) = (skb_head_data(skb), rd::<u32>(skb, setting!(off.skb_len)))
-    else {
-        count(Count::ReadFailed);
-        return;
-    };
-    if let Some(s) = parse_tcp(data, len) {
-        emit_skb(layer, skb, &s, ts);
+    if let Some(s) = parse_tcp(f.data, f.len) {
+        emit_skb(layer, skb, &s);
     }
 }
 
 // ---- sender -------------------------------------------------------------
 
+/// Bytes of a `sock_{send,recv}_length` record read in one go from `sk`
+/// on (6.18: `sk` at 8, `flags` ends at 28); one read instead of one per
+/// field.
+const SOCK_LEN_SPAN: usize = 24;
+
+/// The same for `tcp_probe` from `data_len` on (6.18: at 76; `skaddr`
+/// ends at 136).
+const TCP_PROBE_SPAN: usize = 64;
+
 /// `syscalls:sys_enter_{write,writev,sendto,sendmsg,sendmmsg,sendfile64}`:
 /// the socket-layer time of the bytes this call will send. The socket is
 /// not known yet; `sock_send_length` pairs it by thread when the call
-/// returns.
+/// returns. Plain stores into the thread's array slot: this runs on every
+/// write(2) of the host, sockets or not.
 #[tracepoint]
 pub fn stack_send_enter(_ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if !tgid_ok((pid_tgid >> 32) as u32) {
         return 0;
     }
-    let t = now();
-    // An insert into an LRU map only fails on allocation failure; then this
-    // call's bytes have no socket-layer time, counted at `sock_send_length`.
-    let _ = SEND_ENTRY.insert(pid_tgid as u32, t, 0);
+    let tid = pid_tgid as u32;
+    let Some(slot) = send_slot(tid) else {
+        return 0;
+    };
+    slot.tid = tid;
+    slot.entry_ns = now();
+    // A TCP-layer observation left by a path that never reached
+    // `sock_send_length` (kTLS) is not finished by this call's bytes.
+    slot.tcp_sk = 0;
     0
 }
 
 /// `sock:sock_send_length` (when a send call returns): the socket-layer
 /// observation `[write_seq - ret, write_seq)` at the call's entry time, and
-/// the end of the TCP-layer observation the call was building.
+/// the end of the TCP-layer observation the call was building. The
+/// socket's `write_seq` is read only when the slot holds something to
+/// finish; both ranges are tested against the sampling grid before
+/// anything else is read.
 #[tracepoint]
 pub fn stack_send_length(ctx: TracePointContext) -> u32 {
     let tp = setting!(tp);
-    if tp_u16(&ctx, tp.send_protocol) != u16::from(host_prog::IPPROTO_TCP) {
+    let Some(r) = tp_span::<SOCK_LEN_SPAN>(&ctx, tp.send_sk) else {
+        return 0;
+    };
+    if rec_u16(&ctx, &r, tp.send_protocol) != u16::from(host_prog::IPPROTO_TCP) {
         return 0;
     }
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
-    // SAFETY: the value is copied out before the entry is removed.
-    let entry = unsafe { SEND_ENTRY.get(tid) }.copied();
-    let _ = SEND_ENTRY.remove(tid);
-    let sk = tp_u64(&ctx, tp.send_sk);
-    let ret = tp_i32(&ctx, tp.send_ret);
+    let Some(slot) = send_slot(tid) else {
+        return 0;
+    };
+    let ret = rec_i32(&ctx, &r, tp.send_ret);
+    let sk = rec_u64(&ctx, &r, tp.send_sk);
+    // One copy of the slot up front (volatile: left to itself the
+    // compiler defers the loads and mangles the map pointer in ways the
+    // verifier rejects).
+    // SAFETY: `slot` is a valid, aligned map value.
+    let cur = unsafe { core::ptr::read_volatile(slot as *const SendSlot) };
+    let (mut entry, mut pending, mut pseq, mut pts) = (0, false, 0, 0);
+    if cur.tid == tid {
+        entry = cur.entry_ns;
+        pending = cur.tcp_sk != 0 && cur.tcp_sk == sk;
+        (pseq, pts) = (cur.tcp_seq, cur.tcp_ts_ns);
+        slot.entry_ns = 0;
+        slot.tcp_sk = 0;
+    }
+    let sock = ret > 0;
+    if sock && entry == 0 {
+        count(Count::NoEntry);
+    }
+    let sock = sock && entry != 0;
+    if !sock && !pending {
+        return 0;
+    }
     let Some(write_seq) = rd::<u32>(sk, setting!(off.tp_write_seq)) else {
         return 0;
     };
-    // SAFETY: copied out before removal.
-    if let Some(p) = unsafe { TCP_PENDING.get(sk) }.copied() {
-        let _ = TCP_PENDING.remove(sk);
-        if p.tid == tid && p.seq != write_seq {
-            emit_sock(layer::TCP_TX, sk, p.seq, write_seq, p.ts_ns, 0, false);
-        }
+    if pending && pseq != write_seq && sampled(pseq, write_seq) {
+        emit_sock(layer::TCP_TX, sk, pseq, write_seq, pts, 0, false);
     }
-    if ret <= 0 {
+    if !sock {
         return 0;
     }
-    let Some(entry) = entry else {
-        count(Count::NoEntry);
+    let seq = write_seq.wrapping_sub(ret as u32);
+    if !sampled(seq, write_seq) {
         return 0;
-    };
+    }
     let tgid = (pid_tgid >> 32) as u32;
     if !tgid_ok(tgid) {
         return 0;
     }
-    let seq = write_seq.wrapping_sub(ret as u32);
     emit_sock(layer::SOCK_TX, sk, seq, write_seq, entry, tgid, false);
     0
 }
@@ -445,37 +502,43 @@ pub fn stack_send_length(ctx: TracePointContext) -> u32 {
 /// copies: `write_seq` then is where this batch of bytes starts. The
 /// batch's end is the next firing's `write_seq` (or the call's end); an
 /// unchanged `write_seq` means the loop waited for memory and copies only
-/// now, so the time is renewed.
+/// now, so the time is renewed. The pending batch lives in the thread's
+/// send slot: one call sends on one socket, and the kernel serialises a
+/// thread's firings.
 #[inline(always)]
 fn tcp_sendmsg(sk: u64) {
-    if !tgid_ok((bpf_get_current_pid_tgid() >> 32) as u32) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !tgid_ok((pid_tgid >> 32) as u32) {
         return;
     }
-    let t = now();
     let Some(ws) = rd::<u32>(sk, setting!(off.tp_write_seq)) else {
         count(Count::ReadFailed);
         return;
     };
-    let tid = bpf_get_current_pid_tgid() as u32;
-    if let Some(p) = TCP_PENDING.get_ptr_mut(sk) {
-        // SAFETY: a pointer into this map's value for `sk`; the socket lock
-        // (held around tcp_sendmsg_locked and sock_send_length's caller's
-        // release) serialises every writer of this entry.
-        let p = unsafe { &mut *p };
-        if p.tid == tid && p.seq != ws {
-            emit_sock(layer::TCP_TX, sk, p.seq, ws, p.ts_ns, 0, false);
+    let tid = pid_tgid as u32;
+    let Some(slot) = send_slot(tid) else {
+        return;
+    };
+    if slot.tid == tid {
+        if slot.tcp_sk == sk && slot.tcp_seq != ws && sampled(slot.tcp_seq, ws) {
+            emit_sock(
+                layer::TCP_TX,
+                sk,
+                slot.tcp_seq,
+                ws,
+                slot.tcp_ts_ns,
+                0,
+                false,
+            );
         }
-        p.seq = ws;
-        p.ts_ns = t;
-        p.tid = tid;
     } else {
-        let p = TcpPending {
-            ts_ns: t,
-            seq: ws,
-            tid,
-        };
-        let _ = TCP_PENDING.insert(sk, p, 0);
+        // Another thread's slot (or a path without the entry hook): take it.
+        slot.tid = tid;
+        slot.entry_ns = 0;
     }
+    slot.tcp_sk = sk;
+    slot.tcp_seq = ws;
+    slot.tcp_ts_ns = now();
 }
 
 #[btf_tracepoint(function = "tcp_sendmsg_locked")]
@@ -525,7 +588,6 @@ fn ld<T: Copy>(p: *const u8, off: u32) -> T {
 /// event, docs/host-latency.md).
 #[inline(always)]
 fn tx_skb_btf(layer: u8, skb: *const u8) {
-    let ts = now();
     let head: u64 = ld(skb, setting!(off.skb_head));
     let data: u64 = ld(skb, setting!(off.skb_data));
     let nh: u16 = ld(skb, setting!(off.skb_network_header));
@@ -536,13 +598,12 @@ fn tx_skb_btf(layer: u8, skb: *const u8) {
         return;
     }
     if let Some(s) = parse_tcp(l3, len - before as u32) {
-        emit_skb(layer, skb as u64, &s, ts);
+        emit_skb(layer, skb as u64, &s);
     }
 }
 
 #[inline(always)]
 fn rx_skb_btf(layer: u8, skb: *const u8) {
-    let ts = now();
     let proto = u16::from_be(ld::<u16>(skb, setting!(off.skb_protocol)));
     if proto != ETH_P_IP && proto != ETH_P_IPV6 {
         return;
@@ -550,7 +611,7 @@ fn rx_skb_btf(layer: u8, skb: *const u8) {
     let data: u64 = ld(skb, setting!(off.skb_data));
     let len: u32 = ld(skb, setting!(off.skb_len));
     if let Some(s) = parse_tcp(data, len) {
-        emit_skb(layer, skb as u64, &s, ts);
+        emit_skb(layer, skb as u64, &s);
     }
 }
 
@@ -676,26 +737,25 @@ pub fn stack_ip_rx(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn stack_tcp_probe(ctx: TracePointContext) -> u32 {
     let tp = setting!(tp);
-    let data_len = u32::from(tp_u16(&ctx, tp.probe_data_len));
+    let Some(r) = tp_span::<TCP_PROBE_SPAN>(&ctx, tp.probe_data_len) else {
+        return 0;
+    };
+    let data_len = u32::from(rec_u16(&ctx, &r, tp.probe_data_len));
     if data_len == 0 {
         return 0;
     }
-    let t = now();
-    let skb = tp_u64(&ctx, tp.probe_skb);
-    let sk = tp_u64(&ctx, tp.probe_sk);
+    let skb = rec_u64(&ctx, &r, tp.probe_skb);
     let Some(seq) = rd::<u32>(skb, setting!(off.skb_cb) + setting!(off.tcb_seq)) else {
         count(Count::ReadFailed);
         return 0;
     };
-    emit_sock(
-        layer::TCP_RX,
-        sk,
-        seq,
-        seq.wrapping_add(data_len),
-        t,
-        0,
-        true,
-    );
+    let end = seq.wrapping_add(data_len);
+    if !sampled(seq, end) {
+        return 0;
+    }
+    let t = now();
+    let sk = rec_u64(&ctx, &r, tp.probe_sk);
+    emit_sock(layer::TCP_RX, sk, seq, end, t, 0, true);
     0
 }
 
@@ -705,11 +765,23 @@ pub fn stack_tcp_probe(ctx: TracePointContext) -> u32 {
 pub fn stack_recv_length(ctx: TracePointContext) -> u32 {
     const MSG_PEEK: i32 = 2;
     let tp = setting!(tp);
-    if tp_u16(&ctx, tp.recv_protocol) != u16::from(host_prog::IPPROTO_TCP) {
+    let Some(r) = tp_span::<SOCK_LEN_SPAN>(&ctx, tp.recv_sk) else {
+        return 0;
+    };
+    if rec_u16(&ctx, &r, tp.recv_protocol) != u16::from(host_prog::IPPROTO_TCP) {
         return 0;
     }
-    let ret = tp_i32(&ctx, tp.recv_ret);
-    if ret <= 0 || tp_i32(&ctx, tp.recv_flags) & MSG_PEEK != 0 {
+    let ret = rec_i32(&ctx, &r, tp.recv_ret);
+    if ret <= 0 || rec_i32(&ctx, &r, tp.recv_flags) & MSG_PEEK != 0 {
+        return 0;
+    }
+    let sk = rec_u64(&ctx, &r, tp.recv_sk);
+    let Some(copied) = rd::<u32>(sk, setting!(off.tp_copied_seq)) else {
+        count(Count::ReadFailed);
+        return 0;
+    };
+    let seq = copied.wrapping_sub(ret as u32);
+    if !sampled(seq, copied) {
         return 0;
     }
     let t = now();
@@ -717,12 +789,6 @@ pub fn stack_recv_length(ctx: TracePointContext) -> u32 {
     if !tgid_ok(tgid) {
         return 0;
     }
-    let sk = tp_u64(&ctx, tp.recv_sk);
-    let Some(copied) = rd::<u32>(sk, setting!(off.tp_copied_seq)) else {
-        count(Count::ReadFailed);
-        return 0;
-    };
-    let seq = copied.wrapping_sub(ret as u32);
     emit_sock(layer::SOCK_RX, sk, seq, copied, t, tgid, true);
     0
 }
@@ -740,7 +806,6 @@ pub fn stack_set_state(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let sk = tp_u64(&ctx, tp.state_sk);
-    let _ = TCP_PENDING.remove(sk);
     let _ = SOCK_IDS.remove(sk);
     let mut ev = StackEvent {
         ts_ns: now(),

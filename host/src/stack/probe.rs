@@ -12,13 +12,13 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+    maps::{Array, MapData, PerCpuArray, RingBuf},
     programs::{BtfTracePoint, FEntry, KProbe, ProgramError, RawTracePoint, TracePoint},
 };
 use xdprobe_common::host::{
     DEV_RX_HOOKS, STACK_FILTER_CGROUP, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID,
-    STACK_MAX_CGROUPS, STACK_MAX_NETNS, STACK_MAX_PORTS, STACK_MAX_TGIDS, StackCounters,
-    StackEvent, StackSettings, TcpPending, names,
+    STACK_MAX_CGROUPS, STACK_MAX_NETNS, STACK_MAX_PORTS, STACK_MAX_TGIDS, SendSlot, StackCounters,
+    StackEvent, StackSettings, names,
 };
 
 use crate::hooks::{CLOSE_EVENT, Hook, Kind, Layer, Policy, SEND_ENTRY_EVENTS};
@@ -104,8 +104,7 @@ pub struct StackProbe {
     // The maps hold their own fds: drop order does not matter.
     ring: RingBuf<MapData>,
     counters: PerCpuArray<MapData, StackCounters>,
-    send_entry: BpfHashMap<MapData, u32, u64>,
-    tcp_pending: BpfHashMap<MapData, u64, TcpPending>,
+    send_slots: Array<MapData, SendSlot>,
     /// Which hook observes each layer; layers the kernel offers no hook
     /// for are absent.
     pub attached: Vec<LayerHooks>,
@@ -546,15 +545,12 @@ impl StackProbe {
         let counters = PerCpuArray::try_from(counters)
             .map_err(|e| ProbeError::Map(names::STACK_COUNTERS, e))?;
         let map = |ebpf: &mut Ebpf, n: &'static str| ebpf.take_map(n).ok_or(ProbeError::Missing(n));
-        let send_entry = BpfHashMap::try_from(map(&mut ebpf, names::SEND_ENTRY)?)
-            .map_err(|e| ProbeError::Map(names::SEND_ENTRY, e))?;
-        let tcp_pending = BpfHashMap::try_from(map(&mut ebpf, names::TCP_PENDING)?)
-            .map_err(|e| ProbeError::Map(names::TCP_PENDING, e))?;
+        let send_slots = Array::try_from(map(&mut ebpf, names::SEND_SLOTS)?)
+            .map_err(|e| ProbeError::Map(names::SEND_SLOTS, e))?;
         Ok(StackProbe {
             ring,
             counters,
-            send_entry,
-            tcp_pending,
+            send_slots,
             attached: layers,
             _ebpf: ebpf,
         })
@@ -584,33 +580,34 @@ impl StackProbe {
             .unwrap_or_default()
     }
 
-    /// Removes per-thread and per-socket entries older than `max_age_ns` at
-    /// `now_ns` (monotonic): left by threads that exited in a write to a
-    /// file, or by send paths that never return through the socket layer.
-    /// Returns how many it removed.
+    /// Clears send-slot entries older than `max_age_ns` at `now_ns`
+    /// (monotonic): left by threads that exited in a write to a file, or
+    /// by send paths that never return through the socket layer. Returns
+    /// how many it cleared. One lookup per slot (65536 a minute: tens of
+    /// ms of this thread's time).
     pub fn gc(&mut self, now_ns: u64, max_age_ns: u64) -> usize {
         let cutoff = now_ns.saturating_sub(max_age_ns);
-        let old_tids: Vec<u32> = self
-            .send_entry
-            .iter()
-            .filter_map(Result::ok)
-            .filter(|&(_, t)| t < cutoff)
-            .map(|(k, _)| k)
-            .collect();
-        let old_socks: Vec<u64> = self
-            .tcp_pending
-            .iter()
-            .filter_map(Result::ok)
-            .filter(|(_, p)| p.ts_ns < cutoff)
-            .map(|(k, _)| k)
-            .collect();
-        for k in &old_tids {
-            let _ = self.send_entry.remove(k);
+        let mut n = 0;
+        for i in 0..self.send_slots.len() {
+            let Ok(mut s) = self.send_slots.get(&i, 0) else {
+                continue;
+            };
+            let old_entry = s.entry_ns != 0 && s.entry_ns < cutoff;
+            let old_tcp = s.tcp_sk != 0 && s.tcp_ts_ns < cutoff;
+            if !old_entry && !old_tcp {
+                continue;
+            }
+            if old_entry {
+                s.entry_ns = 0;
+            }
+            if old_tcp {
+                s.tcp_sk = 0;
+            }
+            if self.send_slots.set(i, s, 0).is_ok() {
+                n += 1;
+            }
         }
-        for k in &old_socks {
-            let _ = self.tcp_pending.remove(k);
-        }
-        old_tids.len() + old_socks.len()
+        n
     }
 
     /// The ring buffer's fd, readable when events wait (for poll/epoll).

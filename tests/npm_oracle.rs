@@ -267,7 +267,10 @@ fn check_dns(tag: &str, e: &rules::DnsExpect, recs: &[Value], intervals: bool, r
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call per metric checked, each naming what it compares"
+)]
 fn check_tcp(
     tag: &str,
     flow: &str,

@@ -30,7 +30,10 @@ impl F {
         self.seg_w(dir, flags, seq, ack, 1000, len, ts);
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a segment is spelled out field by field, as on the wire"
+    )]
     fn seg_w(
         &mut self,
         dir: Dir,
@@ -45,7 +48,10 @@ impl F {
         self.seg_p(dir, flags, seq, ack, win, &payload, ts);
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a segment is spelled out field by field, as on the wire"
+    )]
     fn seg_p(
         &mut self,
         dir: Dir,

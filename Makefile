@@ -6,7 +6,8 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 # The probe's main job on a built-in default: no NIC or collector needed.
 demo: bootstrap
-	cargo run --release --quiet -- demo
+	cargo build --release --quiet -p xdprobe -p xdprobe-demo
+	target/release/xdprobe demo
 
 # Every test: format, lints, a bounded fuzz run (60 s split across the fuzz
 # targets, fuzz/README.md), and unit + integration tests (privileged ones

@@ -5,10 +5,3 @@
 
 pub mod budget;
 pub mod live;
-
-/// The demo's impairing user-space bridge (seeded delay and loss), in the
-/// library so the live tests drive the same one.
-#[path = "demo/bridge.rs"]
-pub mod bridge;
-#[path = "demo/packet.rs"]
-mod packet;

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
-mod demo;
 mod manager;
 
 #[derive(Parser)]
@@ -25,7 +24,8 @@ enum Command {
     /// Read a pcap/pcapng file and print (and optionally export) its flow records.
     Pcap(cmd::pcap::PcapArgs),
     /// Run the probe's main job live in throw-away namespaces (root), or on
-    /// the bundled capture (--offline).
+    /// the bundled capture (--offline): the separate `xdprobe-demo` binary.
+    #[command(disable_help_flag = true)]
     Demo(cmd::demo::DemoArgs),
     /// Run the live appliance from a config file (foreground, for systemd).
     Run(cmd::run::RunArgs),

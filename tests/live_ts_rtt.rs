@@ -40,7 +40,7 @@ use live_support::{
     topo::{Bench, CLIENT_IP, SERVER_IP, TempDir},
 };
 use serde_json::Value;
-use xdprobe::bridge::{Bridge, Impair, Leg};
+use xdprobe_demo::bridge::{Bridge, Impair, Leg};
 
 const UP_PORT: u16 = 5601;
 const DOWN_PORT: u16 = 5602;

@@ -55,7 +55,7 @@ pub struct Rig {
     pub m: NetNs,
     pub r: NetNs,
     pub dir: TempDir,
-    bridge: Option<xdprobe::bridge::Bridge>,
+    bridge: Option<xdprobe_demo::bridge::Bridge>,
 }
 
 fn ipv6_on(ns: &NetNs) {
@@ -151,14 +151,14 @@ impl Rig {
                 for dev in ["ra", "rb"] {
                     ip(&r, &["link", "set", "dev", dev, "promisc", "on"]);
                 }
-                let imp = |seed| xdprobe::bridge::Impair {
+                let imp = |seed| xdprobe_demo::bridge::Impair {
                     delay: d,
                     loss_pct: 0.0,
                     reorder_pct: 0.0,
                     dup_pct: 0.0,
                     seed,
                 };
-                let leg = xdprobe::bridge::Leg {
+                let leg = xdprobe_demo::bridge::Leg {
                     a: "ra".into(),
                     b: "rb".into(),
                     a_to_b: imp(1),
@@ -166,8 +166,12 @@ impl Rig {
                 };
                 let path = PathBuf::from(format!("/run/netns/{}", r.name));
                 Some(
-                    xdprobe::bridge::Bridge::start(Some(&path), &[leg], Duration::from_secs(600))
-                        .expect("start the delaying bridge"),
+                    xdprobe_demo::bridge::Bridge::start(
+                        Some(&path),
+                        &[leg],
+                        Duration::from_secs(600),
+                    )
+                    .expect("start the delaying bridge"),
                 )
             }
         };
@@ -285,7 +289,7 @@ impl Rig {
     }
 
     /// Forwarding counters of the delaying bridge, stopping it.
-    pub fn stop_bridge(&mut self) -> Option<Vec<xdprobe::bridge::LegStats>> {
+    pub fn stop_bridge(&mut self) -> Option<Vec<xdprobe_demo::bridge::LegStats>> {
         self.bridge
             .as_mut()
             .map(|b| b.stop().expect("bridge stats"))

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Leg A/B are the project's own impairing bridge (`xdprobe demo bridge`,
-//! `src/demo/bridge.rs`: seeded delay, loss, reordering, duplication) or,
+//! `demo/src/bridge.rs`: seeded delay, loss, reordering, duplication) or,
 //! without impairment, Linux bridges. Leg A runs on CPU 0 and
 //! leg B on CPU 1, and XPS maps p0's TX queue i to CPU i: client→server
 //! frames (sent on m0 by leg A) land on p1's RX queue 0 and server→client

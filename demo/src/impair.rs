@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use xdprobe::bridge::{Bridge, DirCounters, Impair, Leg};
+use crate::bridge::{Bridge, DirCounters, Impair, Leg};
 
 #[derive(clap::Args, Debug)]
 pub struct BridgeArgs {

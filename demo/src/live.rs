@@ -1,4 +1,4 @@
-//! `xdprobe demo`, live: the probe's main job end to end on one machine.
+//! The demo, live: the probe's main job end to end on one machine.
 //!
 //! 1. Builds four network namespaces (`topo`): a client and a server joined
 //!    through an impairing user-space bridge (`bridge`: delay, seeded loss),
@@ -18,17 +18,6 @@
 //! orderly return through those drops, and a start-up sweep removes what
 //! a killed earlier run left.
 
-pub mod client;
-mod collector;
-pub mod dns;
-pub mod impair;
-mod probe;
-mod proc;
-mod records;
-pub mod serve;
-mod topo;
-mod traffic;
-
 use std::{
     fmt::Write as _,
     io::Write as _,
@@ -39,12 +28,12 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use crate::cmd::pcap::FormatArg;
-use collector::Collector;
-use probe::Probe;
-use proc::{Child, Interrupt, Interrupted};
-use topo::{LEG_A, LEG_B, SERVER_IP, Topology};
-use xdprobe::bridge::{Bridge, Impair, Leg, LegStats};
+use crate::bridge::{Bridge, Impair, Leg, LegStats};
+use crate::collector::{self, Collector};
+use crate::probe::{self, Probe};
+use crate::proc::{self, Child, Interrupt, Interrupted};
+use crate::topo::{self, LEG_A, LEG_B, SERVER_IP, Topology};
+use crate::{FormatArg, records};
 
 /// Settings of a live run (see `xdprobe demo --help`).
 pub struct LiveOptions {
@@ -199,7 +188,8 @@ fn live(o: &LiveOptions, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
         );
     }
     WorkDir::sweep_stale();
-    let exe = std::env::current_exe().context("locating the xdprobe binary")?;
+    let exe = std::env::current_exe().context("locating the demo's own binary")?;
+    let probe_exe = crate::probe_binary()?;
     let work = WorkDir::new(o.keep_dir.as_deref())?;
 
     say!(
@@ -231,7 +221,7 @@ fn live(o: &LiveOptions, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
         .then(|| probe::HostWatch::new(&[&topo.client.name, &topo.server.name]));
     let probe = Probe::start(
         &topo.probe,
-        &exe,
+        &probe_exe,
         &work.path,
         &collector.url(),
         host.as_ref(),
@@ -246,7 +236,7 @@ fn live(o: &LiveOptions, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     let ready = work.path.join("server.ready");
     let mut serve = topo.server.command(&exe);
     serve
-        .args(["demo", "serve", "--addr", SERVER_IP])
+        .args(["serve", "--addr", SERVER_IP])
         .args(["--think-ms", &o.think_ms.to_string()])
         .args(["--dns-delay-ms", &o.dns_delay_ms.to_string()])
         .args(["--lifetime-s", &(o.seconds + 60).to_string()])
@@ -270,7 +260,7 @@ fn live(o: &LiveOptions, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     );
     let mut client_cmd = topo.client.command(&exe);
     client_cmd
-        .args(["demo", "client", "--server", SERVER_IP])
+        .args(["client", "--server", SERVER_IP])
         .args(["--seconds", &o.seconds.to_string()])
         .stdout(Stdio::null())
         .stderr(log_file(&work.path, "client.log")?);

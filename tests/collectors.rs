@@ -12,33 +12,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-// The exporter's own test support: datagrams → pcap for tshark, draining a
-// UDP socket (it needs only std and the dataplane crate).
-#[path = "../exporter/tests/common/mod.rs"]
-mod exporter_support;
-use exporter_support::{recv_all, write_udp_pcap};
+use xdprobe_test_support::collect::{recv_all, write_udp_pcap};
+use xdprobe_test_support::require_tool as require;
 
 /// A capture of the repository's test corpus.
 fn corpus(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/corpus")
         .join(name)
-}
-
-fn require(tool: &str) -> bool {
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{tool} is required under CI=true"
-        );
-        eprintln!("\n*** SKIPPED: {tool} not installed ***\n");
-    }
-    ok
 }
 
 /// Kills (SIGINT first: nfcapd and pmacct write their output on it) and

@@ -13,7 +13,6 @@
 #[path = "../src/source/pcap/testutil.rs"]
 mod testutil;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -31,23 +30,7 @@ struct Frame {
     interface: Option<u32>,
 }
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-/// Fails under CI, otherwise prints a loud skip notice; returns whether to go on.
-fn require(ok: bool, what: &str) -> bool {
-    if !ok {
-        assert!(!in_ci(), "CI=true and {what}: this test may not skip in CI");
-        // Straight to the stderr handle: the test harness captures
-        // `eprintln!`, and a skip must be seen without `--nocapture`.
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** SKIPPING pcap_vs_tshark: {what} (set CI=true to make this fail) ***\n"
-        );
-    }
-    ok
-}
+use xdprobe_test_support::{TempDir, require};
 
 /// The corpus directories: the repository's, then the optional extra one.
 fn corpus_dirs() -> Vec<PathBuf> {
@@ -188,23 +171,6 @@ fn pcap_corpus_matches_tshark() {
         "{} corpus files, {packets} packets agree with tshark",
         files.len()
     );
-}
-
-/// A scratch directory removed on drop (also when an assertion fails).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("xdprobe-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[test]

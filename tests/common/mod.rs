@@ -1,46 +1,18 @@
 //! Helpers shared by the integration tests: the test corpus, running the
 //! real `xdprobe` binary, skipping privileged tests loudly (never under
 //! CI=true).
-#![allow(dead_code, reason = "each test binary uses a different subset")]
+#![allow(
+    dead_code,
+    unused_imports,
+    reason = "each test binary uses a different subset"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
-}
-
-/// Returns false (and says so loudly) when a test cannot run here; panics
-/// instead under CI, where every test must run.
-pub fn require(cond: bool, what: &str) -> bool {
-    if cond {
-        return true;
-    }
-    if in_ci() {
-        panic!("CI=true but {what}: this test must not skip in CI");
-    }
-    eprintln!("\n!!!! SKIPPED: {what} !!!!\n");
-    false
-}
-
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc_geteuid() == 0 }
-}
-
-unsafe extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
-}
-
-pub fn have(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+pub use xdprobe_test_support::{TempDir, have, in_ci, is_root, require};
 
 pub fn xdprobe() -> Command {
     Command::new(env!("CARGO_BIN_EXE_xdprobe"))
@@ -117,26 +89,4 @@ pub fn endpoint(addr: &Value, port: &Value) -> String {
         addr.as_str().unwrap_or("?"),
         port.as_u64().unwrap_or(0)
     )
-}
-
-/// A scratch directory removed when dropped, even when the test fails
-/// (kept when `XDPROBE_KEEP` is set, for debugging).
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("xdprobe-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&p).expect("create temp dir");
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::env::var_os("XDPROBE_KEEP").is_some() {
-            eprintln!("kept {}", self.0.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 }

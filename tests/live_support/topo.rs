@@ -277,24 +277,7 @@ pub fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> std::process
     }
 }
 
-/// A scratch directory removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(super::unique(&format!("xdprobe-{tag}-")));
-        std::fs::create_dir_all(&p).expect("temp dir");
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::env::var_os("XDPROBE_KEEP_TEST_DIR").is_none() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
+pub use xdprobe_test_support::TempDir;
 
 /// Runs `ip netns exec NS cmd…` in the background.
 pub fn spawn_in(ns: &NetNs, args: &[&str], log: &Path) -> Child {

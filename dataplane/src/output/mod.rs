@@ -4,6 +4,7 @@
 
 mod csv;
 mod json;
+mod json_read;
 mod table;
 
 use std::io::{self, Write};
@@ -11,6 +12,7 @@ use std::io::{self, Write};
 use crate::flow::record::FlowRecord;
 
 pub use json::JsonRecord;
+pub use json_read::from_json;
 
 /// Output format of `xdprobe pcap`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

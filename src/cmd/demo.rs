@@ -153,5 +153,8 @@ fn run_offline(format: FormatArg, flow: FlowArgs) -> anyhow::Result<ExitCode> {
         stats: true,
         export: vec![],
         pen: 32473,
+        filter: None,
+        expression: vec![],
+        no_progress: true,
     })
 }

@@ -74,3 +74,63 @@ impl FrameFilter {
         Ok(&self.programs[at].1)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal IPv4 header (20 bytes) with protocol `proto` and 8 bytes
+    /// of L4 header after it.
+    fn ipv4(proto: u8) -> Vec<u8> {
+        let mut p = vec![0x45, 0, 0, 28, 0, 0, 0, 0, 64, proto, 0, 0];
+        p.extend_from_slice(&[192, 0, 2, 1, 192, 0, 2, 2]);
+        p.extend_from_slice(&[0x30, 0x39, 0, 53, 0, 8, 0, 0]);
+        p
+    }
+
+    fn ethernet(ip: &[u8]) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        f.extend_from_slice(ip);
+        f
+    }
+
+    fn frame(linktype: u32, data: &[u8]) -> RawPacket<'_> {
+        RawPacket {
+            linktype,
+            data,
+            wire_len: data.len() as u32,
+            ..RawPacket::default()
+        }
+    }
+
+    /// pcapng interfaces of different link types in one batch: each frame
+    /// is judged by the program for its own link layer.
+    #[test]
+    fn mixed_link_types_each_get_their_program() {
+        if xdprobe_filter::libpcap::version().is_err() {
+            // The filter crate's own tests fail loudly without libpcap.
+            eprintln!("\n!!!! SKIPPED: libpcap not loadable !!!!\n");
+            assert!(std::env::var_os("CI").is_none(), "CI needs libpcap");
+            return;
+        }
+        let (eth_udp, eth_tcp) = (ethernet(&ipv4(17)), ethernet(&ipv4(6)));
+        let (raw_udp, raw_tcp) = (ipv4(17), ipv4(6));
+        let mut batch = [
+            frame(1, &eth_tcp),
+            frame(101, &raw_udp),
+            frame(1, &eth_udp),
+            frame(101, &raw_tcp),
+            frame(228, &raw_udp),
+        ];
+        let mut f = FrameFilter::new("udp port 53".into()).unwrap();
+        let kept = f.retain(&mut batch).unwrap();
+        assert_eq!(kept, 3);
+        assert_eq!(
+            batch[..kept].iter().map(|p| p.linktype).collect::<Vec<_>>(),
+            [101, 1, 228]
+        );
+        assert_eq!(f.rejected, 2);
+        assert_eq!(f.programs.len(), 3, "one program per link type");
+        assert!(FrameFilter::new("udp prot 53".into()).is_err());
+    }
+}

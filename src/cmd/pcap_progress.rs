@@ -42,7 +42,7 @@ impl Progress {
     pub fn batch(&mut self, offset: impl FnOnce() -> u64) {
         if let Some(bar) = &self.bar {
             self.batches += 1;
-            if self.batches % EVERY_BATCHES == 0 {
+            if self.batches.is_multiple_of(EVERY_BATCHES) {
                 bar.set_position(offset());
             }
         }

@@ -20,14 +20,22 @@ pub enum LinkType {
     Raw,
     /// Ethernet II frames (`DLT_EN10MB`).
     Ethernet,
+    /// The link-type number a pcap or pcapng file states (`LINKTYPE_*`,
+    /// tcpdump.org's registry): Linux cooked capture, BSD loopback, raw
+    /// IPv4/IPv6 …, whatever libpcap can generate code for.
+    File(u32),
 }
 
 impl LinkType {
-    /// The `DLT_*` value on Linux (`pcap/dlt.h`).
+    /// The `DLT_*` value on Linux (`pcap/dlt.h`). File link types equal
+    /// their DLT except for the few libpcap's `linktype_to_dlt` renumbers:
+    /// `LINKTYPE_RAW` (101) and OpenBSD's raw DLT 14, which the file reader
+    /// (`parse::LinkType::from_pcap`) also takes as raw IP.
     fn dlt(self) -> c_int {
         match self {
-            LinkType::Raw => 12,
+            LinkType::Raw | LinkType::File(12 | 14 | 101) => 12,
             LinkType::Ethernet => 1,
+            LinkType::File(t) => c_int::try_from(t).unwrap_or(c_int::MAX),
         }
     }
 }

@@ -7,5 +7,7 @@ pub mod demo;
 pub mod host;
 pub mod manager;
 pub mod pcap;
+mod pcap_filter;
+mod pcap_progress;
 pub mod run;
 pub mod trace;

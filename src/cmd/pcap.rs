@@ -16,6 +16,9 @@ use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker, WorkerStats};
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ProbeCounters};
 
+use super::pcap_filter::FrameFilter;
+use super::pcap_progress::Progress;
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
     /// One JSON object per record per line.
@@ -49,6 +52,18 @@ pub struct PcapArgs {
     /// Private enterprise number of the NPM elements in IPFIX.
     #[arg(long, default_value_t = 32473)]
     pub pen: u32,
+    /// Keep only frames matching this capture filter, in tcpdump's
+    /// (pcap-filter) syntax: `--filter 'tcp port 443'`. The same words may
+    /// instead follow FILE, as tcpdump takes them. Needs libpcap.
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<String>,
+    /// The filter as trailing words (`xdprobe pcap FILE tcp port 443`).
+    #[arg(value_name = "EXPRESSION", conflicts_with = "filter")]
+    pub expression: Vec<String>,
+    /// No progress bar (it is drawn on stderr only when stderr is a
+    /// terminal and the input is a file of known size).
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 /// Flow-table settings shared by the offline commands.
@@ -99,6 +114,17 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     let flow = args.flow.flow_config();
+    let expr = args
+        .filter
+        .clone()
+        .or_else(|| (!args.expression.is_empty()).then(|| args.expression.join(" ")));
+    let mut filter = match expr.map(FrameFilter::new).transpose() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("xdprobe: error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let exporter_defaults = ExporterConfig::default();
     let mut estimate = Estimate::default();
     estimate.flow_tables(1, &flow);
@@ -156,6 +182,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         format.map(|f| RecordWriter::new(BufWriter::with_capacity(1 << 16, stdout), f));
     let mut out_err: Option<io::Error> = None;
     let started = Instant::now();
+    let mut progress = Progress::new(&args.file, !args.no_progress);
     let mut worker = Worker::try_new(&flow)?;
     let read_result = {
         let mut emit = |rec: FlowRecord| {
@@ -174,17 +201,25 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         };
         let read_result = loop {
             let mut batch = [RawPacket::default(); BATCH];
-            match reader.next_batch(&mut batch) {
+            let n = match reader.next_batch(&mut batch) {
                 Ok(0) => break Ok(()),
-                Ok(n) => worker.on_batch(&batch[..n], &mut emit),
-                Err(e) => break Err(e),
-            }
+                Ok(n) => n,
+                Err(e) => break Err(ReadError::Capture(e)),
+            };
+            let n = match filter.as_mut().map(|f| f.retain(&mut batch[..n])) {
+                None => n,
+                Some(Ok(kept)) => kept,
+                Some(Err(e)) => break Err(ReadError::Filter(e)),
+            };
+            worker.on_batch(&batch[..n], &mut emit);
+            progress.batch(|| reader.offset());
         };
         // Flows seen so far are emitted even when the file is cut or corrupt.
         worker.flush(&mut emit);
         read_result
     };
     let elapsed = started.elapsed();
+    progress.finish();
     // The exporter drains its channel once every sender is gone.
     drop(sender);
     if let Some(w) = writer.as_mut()
@@ -201,6 +236,13 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     let stats = worker.stats();
     if args.stats {
         print_summary(&stats, elapsed);
+        if let Some(f) = &filter {
+            eprintln!(
+                "  filtered out: {} frames (filter {:?})",
+                f.rejected,
+                f.expr()
+            );
+        }
         let r = reader.reorder_stats();
         if r != Default::default() {
             eprintln!(
@@ -222,7 +264,11 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     }
     match read_result {
         Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) => {
+        Err(ReadError::Filter(e)) => {
+            eprintln!("xdprobe: error: {e}");
+            Ok(ExitCode::from(2))
+        }
+        Err(ReadError::Capture(e)) => {
             eprintln!(
                 "xdprobe: error: {}: {e} ({} packets read before it; their flows were emitted)",
                 args.file.display(),
@@ -231,6 +277,15 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// Why reading stopped early.
+enum ReadError {
+    /// The file is cut or corrupt (exit 1, flows so far emitted).
+    Capture(xdprobe_dataplane::source::pcap::PcapError),
+    /// The filter has no meaning for a link type the file uses (exit 2, as
+    /// for a bad expression).
+    Filter(xdprobe_filter::FilterError),
 }
 
 pub fn print_summary(s: &WorkerStats, elapsed: Duration) {

@@ -77,7 +77,7 @@ pub(super) fn row(buf: &mut String, r: &FlowRecord) {
         r.client_port,
         r.server_addr,
         r.server_port,
-        r.proto,
+        super::proto_name(r.proto),
         o(r.vlan),
         r.direction_guessed,
         r.start.as_micros(),
@@ -121,7 +121,7 @@ mod tests {
             client_port: 1,
             server_addr: a,
             server_port: 2,
-            proto: 6,
+            proto: 58,
             vlan: None,
             direction_guessed: false,
             start: Timestamp::ZERO,
@@ -147,5 +147,6 @@ mod tests {
         let vals: Vec<&str> = r.trim_end().split(',').collect();
         let at = |n: &str| vals[names.iter().position(|x| *x == n).unwrap()];
         assert_eq!((at("c2s_zero_window"), at("c2s_window_full")), ("3", "4"));
+        assert_eq!(at("proto"), "icmpv6");
     }
 }

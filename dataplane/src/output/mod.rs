@@ -4,6 +4,7 @@
 
 mod csv;
 mod json;
+#[cfg(feature = "json-read")]
 mod json_read;
 mod table;
 
@@ -12,6 +13,7 @@ use std::io::{self, Write};
 use crate::flow::record::FlowRecord;
 
 pub use json::JsonRecord;
+#[cfg(feature = "json-read")]
 pub use json_read::from_json;
 
 /// Output format of `xdprobe pcap`.
@@ -27,7 +29,10 @@ pub struct RecordWriter<W: Write> {
     out: W,
     format: Format,
     header_done: bool,
+    /// The text formats build a line here…
     line: String,
+    /// …and JSON here, as bytes; both are reused for every record.
+    bytes: Vec<u8>,
 }
 
 impl<W: Write> RecordWriter<W> {
@@ -37,24 +42,30 @@ impl<W: Write> RecordWriter<W> {
             format,
             header_done: false,
             line: String::with_capacity(512),
+            bytes: Vec::with_capacity(1024),
         }
     }
 
     pub fn write(&mut self, rec: &FlowRecord) -> io::Result<()> {
+        let text: fn(&mut String, &FlowRecord) = match self.format {
+            Format::Json => {
+                self.bytes.clear();
+                json::line(&mut self.bytes, rec);
+                return self.out.write_all(&self.bytes);
+            }
+            Format::Table => table::row,
+            Format::Csv => csv::row,
+        };
         self.line.clear();
         if !self.header_done {
             self.header_done = true;
             match self.format {
-                Format::Json => {}
                 Format::Table => table::header(&mut self.line),
                 Format::Csv => csv::header(&mut self.line),
+                Format::Json => {}
             }
         }
-        match self.format {
-            Format::Json => json::line(&mut self.line, rec)?,
-            Format::Table => table::row(&mut self.line, rec),
-            Format::Csv => csv::row(&mut self.line, rec),
-        }
+        text(&mut self.line, rec);
         self.out.write_all(self.line.as_bytes())
     }
 
@@ -67,6 +78,67 @@ impl<W: Write> RecordWriter<W> {
     }
 }
 
+/// The protocol as operators write it (tcpdump's and `/etc/protocols`'
+/// names, `icmpv6` for 58), the number for any other. Only the text formats
+/// use it: JSON keeps the number, the field collectors' parsers read.
+pub fn proto_name(p: u8) -> ProtoName {
+    ProtoName(p)
+}
+
+/// [`proto_name`]'s result; `Display` writes the name or the number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProtoName(pub u8);
+
+impl ProtoName {
+    /// The name, when the protocol has one here.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self.0 {
+            1 => "icmp",
+            2 => "igmp",
+            4 => "ipip",
+            6 => "tcp",
+            17 => "udp",
+            41 => "ipv6",
+            47 => "gre",
+            50 => "esp",
+            51 => "ah",
+            58 => "icmpv6",
+            89 => "ospf",
+            103 => "pim",
+            112 => "vrrp",
+            132 => "sctp",
+            136 => "udplite",
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for ProtoName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.name() {
+            Some(n) => f.pad(n),
+            None => f.pad(itoa::Buffer::new().format(self.0)),
+        }
+    }
+}
+
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "-".to_string(), |x| x.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_names_and_numbers() {
+        let text = |p| proto_name(p).to_string();
+        assert_eq!(
+            [6, 17, 1, 58, 132].map(text),
+            ["tcp", "udp", "icmp", "icmpv6", "sctp"]
+        );
+        assert_eq!([0, 143, 255].map(text), ["0", "143", "255"]);
+        assert_eq!(format!("{:<7}|", proto_name(6)), "tcp    |");
+        assert_eq!(format!("{:<7}|", proto_name(200)), "200    |");
+    }
 }

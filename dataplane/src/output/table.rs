@@ -8,7 +8,7 @@ use crate::flow::record::FlowRecord;
 pub(super) fn header(buf: &mut String) {
     let _ = writeln!(
         buf,
-        "{:<5} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>5} {:>5} {:<7}",
+        "{:<6} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>5} {:>5} {:<7}",
         "proto",
         "client",
         "server",
@@ -42,8 +42,8 @@ pub(super) fn row(buf: &mut String, r: &FlowRecord) {
     let guess = if r.direction_guessed { "?" } else { "" };
     let _ = writeln!(
         buf,
-        "{:<5} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9.1} {:>5} {:>5} {:<7}",
-        r.proto,
+        "{:<6} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9.1} {:>5} {:>5} {:<7}",
+        super::proto_name(r.proto),
         format!("{}{guess}", ep(r.client_addr, r.client_port)),
         ep(r.server_addr, r.server_port),
         r.c2s.packets,

@@ -105,7 +105,11 @@ fn json_benches(c: &mut Criterion) {
 }
 
 fn main() {
-    let mut c = Criterion::default().configure_from_args();
+    // 20 samples: a serde pass over the records takes ≈ 1 s on a busy core.
+    let mut c = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(std::time::Duration::from_secs(2))
+        .configure_from_args();
     json_benches(&mut c);
     c.final_summary();
 }

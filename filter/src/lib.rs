@@ -8,8 +8,8 @@
 //! in user space by the same semantics (`cbpf::run`), which the tests
 //! compare with libpcap's own interpreter.
 //!
-//! Shared by the kernel path tracer (`xdprobe trace --flow`) and, later,
-//! the pcap reader.
+//! Shared by the kernel path tracer (`xdprobe trace --flow`) and the
+//! file reader (`xdprobe pcap --filter`, one program per link type).
 
 pub mod cbpf;
 pub mod libpcap;

@@ -111,6 +111,7 @@ fn demo_capture() -> anyhow::Result<PathBuf> {
     candidates
         .into_iter()
         .find(|p| p.is_file())
+        .map(|p| p.canonicalize().unwrap_or(p))
         .ok_or_else(|| anyhow::anyhow!("bundled demo capture assets/demo.pcap not found"))
 }
 

@@ -5,6 +5,7 @@
 
 pub mod budget;
 pub mod live;
+pub mod offline;
 
 /// The demo's impairing user-space bridge (seeded delay and loss), in the
 /// library so the live tests drive the same one.

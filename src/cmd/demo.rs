@@ -153,5 +153,6 @@ fn run_offline(format: FormatArg, flow: FlowArgs) -> anyhow::Result<ExitCode> {
         stats: true,
         export: vec![],
         pen: 32473,
+        workers: None,
     })
 }

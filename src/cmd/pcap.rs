@@ -49,6 +49,17 @@ pub struct PcapArgs {
     /// Private enterprise number of the NPM elements in IPFIX.
     #[arg(long, default_value_t = 32473)]
     pub pen: u32,
+    /// Flow workers (threads, each with its own flow table of `--capacity`
+    /// flows); one reader hands them the frames by a symmetric hash of the
+    /// IP addresses. Default: the cores this process may run on.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: Option<u16>,
+}
+
+/// The cores this process may run on (its affinity mask, as
+/// `available_parallelism` reads it), at least 1.
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Flow-table settings shared by the offline commands.
@@ -100,8 +111,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     let flow = args.flow.flow_config();
     let exporter_defaults = ExporterConfig::default();
+    let n_workers = args.workers.map_or_else(default_workers, usize::from);
     let mut estimate = Estimate::default();
-    estimate.flow_tables(1, &flow);
+    estimate.flow_tables(n_workers as u64, &flow);
     if !args.export.is_empty() {
         estimate.record_queue(
             "exporter channel",
@@ -114,9 +126,22 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             exporter_defaults.tcp_buffer_records as u64,
         );
     }
-    estimate.check(budget::available())?;
     let mut reader =
         Capture::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
+    if n_workers > 1 {
+        let per_slot = size_of::<xdprobe::offline::ring::Batch>() as u64
+            + if reader.is_stream() {
+                xdprobe::offline::ring::ARENA_BYTES as u64
+            } else {
+                0
+            };
+        estimate.add(
+            "worker rings",
+            n_workers as u64,
+            per_slot * xdprobe::offline::ring::SLOTS as u64,
+        );
+    }
+    estimate.check(budget::available())?;
     let format = match args.format {
         FormatArg::Json => Some(Format::Json),
         FormatArg::Table => Some(Format::Table),
@@ -156,9 +181,23 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         format.map(|f| RecordWriter::new(BufWriter::with_capacity(1 << 16, stdout), f));
     let mut out_err: Option<io::Error> = None;
     let started = Instant::now();
-    let mut worker = Worker::try_new(&flow)?;
-    let read_result = {
-        let mut emit = |rec: FlowRecord| {
+    let mut workers = (0..n_workers)
+        .map(|_| Worker::try_new(&flow))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (stats, read_result) = {
+        // `Some(record)`: write and export it; `None` (several workers, no
+        // record waiting): flush what was written, so a stream's records
+        // appear as its flows end.
+        let mut output = |rec: Option<FlowRecord>| {
+            let Some(rec) = rec else {
+                if let Some(w) = writer.as_mut()
+                    && out_err.is_none()
+                    && let Err(e) = w.flush()
+                {
+                    out_err = Some(e);
+                }
+                return;
+            };
             // Offline: never drop a record, wait for the exporter instead.
             if let Some(tx) = &sender {
                 tx.send_blocking(rec);
@@ -172,17 +211,28 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
                 out_err = Some(e);
             }
         };
-        let read_result = loop {
-            let mut batch = [RawPacket::default(); BATCH];
-            match reader.next_batch(&mut batch) {
-                Ok(0) => break Ok(()),
-                Ok(n) => worker.on_batch(&batch[..n], &mut emit),
-                Err(e) => break Err(e),
+        match workers.pop() {
+            Some(mut worker) if workers.is_empty() => {
+                let mut emit = |rec| output(Some(rec));
+                let read_result = loop {
+                    let mut batch = [RawPacket::default(); BATCH];
+                    match reader.next_batch(&mut batch) {
+                        Ok(0) => break Ok(()),
+                        Ok(n) => worker.on_batch(&batch[..n], &mut emit),
+                        Err(e) => break Err(e),
+                    }
+                };
+                // Flows seen so far are emitted even when the file is cut or corrupt.
+                worker.flush(&mut emit);
+                (vec![worker.stats()], read_result)
             }
-        };
-        // Flows seen so far are emitted even when the file is cut or corrupt.
-        worker.flush(&mut emit);
-        read_result
+            Some(last) => {
+                workers.push(last);
+                let o = xdprobe::offline::spread::run(&mut reader, workers, &mut output);
+                (o.workers, o.read_result)
+            }
+            None => unreachable!("at least one worker"),
+        }
     };
     let elapsed = started.elapsed();
     // The exporter drains its channel once every sender is gone.
@@ -198,9 +248,12 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         Some(e) => return Err(e).context("writing records"),
         None => {}
     }
-    let stats = worker.stats();
+    let total = sum_stats(&stats);
     if args.stats {
-        print_summary(&stats, elapsed);
+        print_summary(&total, elapsed);
+        if stats.len() > 1 {
+            print_per_worker(&stats);
+        }
         let r = reader.reorder_stats();
         if r != Default::default() {
             eprintln!(
@@ -211,9 +264,9 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some((exporter, counters)) = exporter {
         counters.store(
-            stats.drops.total(),
-            stats.table.evicted,
-            stats.frags.evicted,
+            total.drops.total(),
+            total.table.evicted,
+            total.frags.evicted,
         );
         let es = exporter.shutdown().context("flushing the exporter")?;
         if args.stats {
@@ -226,10 +279,45 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             eprintln!(
                 "xdprobe: error: {}: {e} ({} packets read before it; their flows were emitted)",
                 args.file.display(),
-                stats.frames
+                total.frames
             );
             Ok(ExitCode::FAILURE)
         }
+    }
+}
+
+/// The workers' counters added up (the timestamp-RTT summaries are summed
+/// where `print_summary` reads them: sample and event counts).
+fn sum_stats(all: &[WorkerStats]) -> WorkerStats {
+    let mut it = all.iter();
+    let mut t = it.next().cloned().unwrap_or_default();
+    for s in it {
+        t.frames += s.frames;
+        t.table.packets += s.table.packets;
+        t.table.bytes += s.table.bytes;
+        t.table.flows_created += s.table.flows_created;
+        t.table.records += s.table.records;
+        t.table.evicted += s.table.evicted;
+        t.active_flows += s.active_flows;
+        t.drops.merge(&s.drops);
+        t.ip_length_clamped += s.ip_length_clamped;
+        t.frags.attributed += s.frags.attributed;
+        t.frags.unattributed += s.frags.unattributed;
+        t.frags.evicted += s.frags.evicted;
+        t.frags.expired += s.frags.expired;
+        t.ts_rtt.absorb(&s.ts_rtt);
+    }
+    t
+}
+
+fn print_per_worker(all: &[WorkerStats]) {
+    let mut e = io::stderr().lock();
+    for (i, s) in all.iter().enumerate() {
+        let _ = writeln!(
+            e,
+            "  worker {i}: frames {}  flows {}  records {}  evicted {}",
+            s.frames, s.table.flows_created, s.table.records, s.table.evicted
+        );
     }
 }
 

@@ -88,20 +88,22 @@ cat "$TSFILE" >/dev/null
 # Page cache warm for everyone: the comparison is CPU, not disk.
 cat "$FILE" >/dev/null
 
-PACKETS=$("$XDP" pcap "$FILE" --format none --stats 2>&1 | sed -n 's/.*frames \([0-9]*\) .*/\1/p' | head -1)
+PACKETS=$("$XDP" pcap "$FILE" --format none --stats --workers 1 2>&1 | sed -n 's/.*frames \([0-9]*\) .*/\1/p' | head -1)
 [ -n "$PACKETS" ] || { echo "compare.sh: could not count packets with xdprobe" >&2; exit 1; }
 
 # name|command (FILE and WORK substituted by the shell below)
 TOOLS=(
-    "xdprobe (NPM on)|$XDP pcap $FILE --format none"
-    "xdprobe --no-npm|$XDP pcap $FILE --format none --no-npm"
+    "xdprobe (NPM on)|$XDP pcap $FILE --format none --workers 1"
+    "xdprobe --no-npm|$XDP pcap $FILE --format none --no-npm --workers 1"
     "softflowd|softflowd -r $FILE -c none -A milli -n 127.0.0.1:$SF_PORT -p $WORK/sf.pid"
     "softflowd -m 262144|softflowd -r $FILE -c none -A milli -n 127.0.0.1:$SF_PORT -p $WORK/sf.pid -m 262144"
     "nfpcapd|nfpcapd -r $FILE -w $WORK/nf"
     "tcpdump -w /dev/null|tcpdump -r $FILE -w /dev/null"
-    "xdprobe, TS input (NPM + TS-RTT)|$XDP pcap $TSFILE --format none"
-    "xdprobe, TS input --no-ts-rtt|$XDP pcap $TSFILE --format none --no-ts-rtt"
-    "xdprobe, TS input --no-npm|$XDP pcap $TSFILE --format none --no-npm"
+    "xdprobe, TS input (NPM + TS-RTT)|$XDP pcap $TSFILE --format none --workers 1"
+    "xdprobe, TS input --no-ts-rtt|$XDP pcap $TSFILE --format none --no-ts-rtt --workers 1"
+    "xdprobe, TS input --no-npm|$XDP pcap $TSFILE --format none --no-npm --workers 1"
+    "xdprobe --workers 2 (NPM on)|$XDP pcap $FILE --format none --workers 2"
+    "xdprobe --workers 2 --no-npm|$XDP pcap $FILE --format none --no-npm --workers 2"
 )
 if [ -n "$BASELINE" ]; then
     [ -x "$BASELINE" ] || { echo "compare.sh: $BASELINE is not executable" >&2; exit 1; }
@@ -143,22 +145,23 @@ for i in "${!TOOLS[@]}"; do
     RSS[$i]=$(awk '{print $2}' "$WORK/res.$i" | median)
     CPU[$i]=$(awk '{print $3 + $4}' "$WORK/res.$i" | median)
 done
-SF=${WALL[2]} NF=${WALL[4]}
+SF=${WALL[2]} NF=${WALL[4]} TD=${WALL[5]}
 
 TABLE=$WORK/table.md
 {
     echo "Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $PACKETS packets of \`$(basename "$FILE")\`,"
     echo "median of $RUNS round-robin runs; load average before/after: $LOAD_BEFORE / $LOAD_AFTER."
     echo
-    echo "| tool | wall s | CPU s | packets/s | vs softflowd | vs nfpcapd | max RSS MB |"
-    echo "|---|---:|---:|---:|---:|---:|---:|"
+    echo "| tool | wall s | CPU s | packets/s | vs softflowd | vs nfpcapd | vs tcpdump | max RSS MB |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
     for i in "${!TOOLS[@]}"; do
         awk -v n="${TOOLS[$i]%%|*}" -v w="${WALL[$i]}" -v c="${CPU[$i]}" -v r="${RSS[$i]}" \
-            -v p="$PACKETS" -v sf="$SF" -v nf="$NF" 'BEGIN {
+            -v p="$PACKETS" -v sf="$SF" -v nf="$NF" -v td="$TD" 'BEGIN {
             # /usr/bin/time has 10 ms resolution: keep tiny files finite.
             if (w < 0.01) w = 0.01; if (sf < 0.01) sf = 0.01; if (nf < 0.01) nf = 0.01
-            printf "| %s | %.2f | %.2f | %.2f M | %.2f× | %.2f× | %.0f |\n",
-                n, w, c, p / w / 1e6, sf / w, nf / w, r / 1024 }'
+            if (td < 0.01) td = 0.01
+            printf "| %s | %.2f | %.2f | %.2f M | %.2f× | %.2f× | %.2f× | %.0f |\n",
+                n, w, c, p / w / 1e6, sf / w, nf / w, td / w, r / 1024 }'
     done
     echo
     echo "xdprobe maps the capture (\`MAP_POPULATE\`), so its RSS counts the file's"
@@ -215,7 +218,7 @@ if [ "$MEMORY" = 1 ]; then
     for n in 1 10000 50000 100000 250000 400000; do
         f=$DATA/flows-$n.pcap
         [ -f "$f" ] || gen_pcap "$f" --flows "$n" --concurrent "$n" --data 1 --seed 7
-        /usr/bin/time -f '%M' -o "$WORK/time" "$XDP" pcap "$f" --format none --stats 2>"$WORK/mem.err" >/dev/null
+        /usr/bin/time -f '%M' -o "$WORK/time" "$XDP" pcap "$f" --format none --stats --workers 1 2>"$WORK/mem.err" >/dev/null
         rss=$(tail -1 "$WORK/time")
         size=$(($(stat -c %s "$f") / 1024))
         pk=$(sed -n 's/.*frames \([0-9]*\) .*/\1/p' "$WORK/mem.err" | head -1)

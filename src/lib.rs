@@ -5,3 +5,4 @@
 
 pub mod budget;
 pub mod live;
+pub mod offline;

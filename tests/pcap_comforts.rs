@@ -180,9 +180,17 @@ fn filter_keeps_what_tcpdump_keeps() {
         assert_eq!(rc, 0, "{what}: {stderr}");
         let total = frames(&stderr);
         let (want, kept) = via_tcpdump(file, expr);
-        let (got, rc, stderr) = records(file, &["--filter", expr]);
+        let (got, rc, stderr) = records(file, &["--filter", expr, "--workers", "1"]);
         assert_eq!(rc, 0, "{what}: {stderr}");
         assert_eq!(got, want, "{what}: records differ from tcpdump's selection");
+        // Several workers: the reader thread filters before it steers.
+        let (got2, rc, stderr2) = records(file, &["--filter", expr, "--workers", "2"]);
+        assert_eq!((rc, &got2), (0, &got), "{what} on 2 workers: {stderr2}");
+        assert_eq!(
+            filtered_out(&stderr2),
+            filtered_out(&stderr),
+            "{what} on 2 workers"
+        );
         assert_eq!(frames(&stderr), kept, "{what}: frames kept");
         assert_eq!(
             filtered_out(&stderr),

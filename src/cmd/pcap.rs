@@ -18,6 +18,7 @@ use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ProbeCounters};
 
 use super::pcap_filter::FrameFilter;
 use super::pcap_progress::Progress;
+use xdprobe::offline::spread::ReadStop;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
@@ -64,6 +65,17 @@ pub struct PcapArgs {
     /// terminal and the input is a file of known size).
     #[arg(long)]
     pub no_progress: bool,
+    /// Flow workers (threads, each with its own flow table of `--capacity`
+    /// flows); one reader hands them the frames by a symmetric hash of the
+    /// IP addresses. Default: the cores this process may run on.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: Option<u16>,
+}
+
+/// The cores this process may run on (its affinity mask, as
+/// `available_parallelism` reads it), at least 1.
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Flow-table settings shared by the offline commands.
@@ -126,8 +138,9 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let exporter_defaults = ExporterConfig::default();
+    let n_workers = args.workers.map_or_else(default_workers, usize::from);
     let mut estimate = Estimate::default();
-    estimate.flow_tables(1, &flow);
+    estimate.flow_tables(n_workers as u64, &flow);
     if !args.export.is_empty() {
         estimate.record_queue(
             "exporter channel",
@@ -140,9 +153,22 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             exporter_defaults.tcp_buffer_records as u64,
         );
     }
-    estimate.check(budget::available())?;
     let mut reader =
         Capture::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
+    if n_workers > 1 {
+        let per_slot = size_of::<xdprobe::offline::ring::Batch>() as u64
+            + if reader.is_stream() {
+                xdprobe::offline::ring::ARENA_BYTES as u64
+            } else {
+                0
+            };
+        estimate.add(
+            "worker rings",
+            n_workers as u64,
+            per_slot * xdprobe::offline::ring::SLOTS as u64,
+        );
+    }
+    estimate.check(budget::available())?;
     let format = match args.format {
         FormatArg::Json => Some(Format::Json),
         FormatArg::Table => Some(Format::Table),
@@ -183,9 +209,23 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     let mut out_err: Option<io::Error> = None;
     let started = Instant::now();
     let mut progress = Progress::new(&args.file, !args.no_progress);
-    let mut worker = Worker::try_new(&flow)?;
-    let read_result = {
-        let mut emit = |rec: FlowRecord| {
+    let mut workers = (0..n_workers)
+        .map(|_| Worker::try_new(&flow))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (stats, read_result) = {
+        // `Some(record)`: write and export it; `None` (several workers, no
+        // record waiting): flush what was written, so a stream's records
+        // appear as its flows end.
+        let mut output = |rec: Option<FlowRecord>| {
+            let Some(rec) = rec else {
+                if let Some(w) = writer.as_mut()
+                    && out_err.is_none()
+                    && let Err(e) = w.flush()
+                {
+                    out_err = Some(e);
+                }
+                return;
+            };
             // Offline: never drop a record, wait for the exporter instead.
             if let Some(tx) = &sender {
                 tx.send_blocking(rec);
@@ -199,24 +239,47 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
                 out_err = Some(e);
             }
         };
-        let read_result = loop {
-            let mut batch = [RawPacket::default(); BATCH];
-            let n = match reader.next_batch(&mut batch) {
-                Ok(0) => break Ok(()),
-                Ok(n) => n,
-                Err(e) => break Err(ReadError::Capture(e)),
+        // Before the workers: the capture filter, then the progress bar.
+        let mut hook = |batch: &mut [RawPacket<'_>], offset: u64| {
+            let kept = match filter.as_mut() {
+                None => batch.len(),
+                Some(f) => f.retain(batch)?,
             };
-            let n = match filter.as_mut().map(|f| f.retain(&mut batch[..n])) {
-                None => n,
-                Some(Ok(kept)) => kept,
-                Some(Err(e)) => break Err(ReadError::Filter(e)),
-            };
-            worker.on_batch(&batch[..n], &mut emit);
-            progress.batch(|| reader.offset());
+            progress.batch(|| offset);
+            Ok::<usize, xdprobe_filter::FilterError>(kept)
         };
-        // Flows seen so far are emitted even when the file is cut or corrupt.
-        worker.flush(&mut emit);
-        read_result
+        match workers.pop() {
+            Some(mut worker) if workers.is_empty() => {
+                let mut emit = |rec| output(Some(rec));
+                let read_result = loop {
+                    let mut batch = [RawPacket::default(); BATCH];
+                    // Where this batch starts (the batch borrows the reader after).
+                    let offset = reader.offset();
+                    let n = match reader.next_batch(&mut batch) {
+                        Ok(0) => break Ok(()),
+                        Ok(n) => n,
+                        Err(e) => break Err(ReadError::Capture(e)),
+                    };
+                    match hook(&mut batch[..n], offset) {
+                        Ok(kept) => worker.on_batch(&batch[..kept], &mut emit),
+                        Err(e) => break Err(ReadError::Filter(e)),
+                    }
+                };
+                // Flows seen so far are emitted even when the file is cut or corrupt.
+                worker.flush(&mut emit);
+                (vec![worker.stats()], read_result)
+            }
+            Some(last) => {
+                workers.push(last);
+                let o = xdprobe::offline::spread::run(&mut reader, workers, &mut output, &mut hook);
+                let read_result = o.read_result.map_err(|e| match e {
+                    ReadStop::Capture(e) => ReadError::Capture(e),
+                    ReadStop::Hook(e) => ReadError::Filter(e),
+                });
+                (o.workers, read_result)
+            }
+            None => unreachable!("at least one worker"),
+        }
     };
     let elapsed = started.elapsed();
     progress.finish();
@@ -233,15 +296,18 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         Some(e) => return Err(e).context("writing records"),
         None => {}
     }
-    let stats = worker.stats();
+    let total = sum_stats(&stats);
     if args.stats {
-        print_summary(&stats, elapsed);
+        print_summary(&total, elapsed);
         if let Some(f) = &filter {
             eprintln!(
                 "  filtered out: {} frames (filter {:?})",
                 f.rejected,
                 f.expr()
             );
+        }
+        if stats.len() > 1 {
+            print_per_worker(&stats);
         }
         let r = reader.reorder_stats();
         if r != Default::default() {
@@ -253,9 +319,9 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some((exporter, counters)) = exporter {
         counters.store(
-            stats.drops.total(),
-            stats.table.evicted,
-            stats.frags.evicted,
+            total.drops.total(),
+            total.table.evicted,
+            total.frags.evicted,
         );
         let es = exporter.shutdown().context("flushing the exporter")?;
         if args.stats {
@@ -272,7 +338,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             eprintln!(
                 "xdprobe: error: {}: {e} ({} packets read before it; their flows were emitted)",
                 args.file.display(),
-                stats.frames
+                total.frames
             );
             Ok(ExitCode::FAILURE)
         }
@@ -286,6 +352,41 @@ enum ReadError {
     /// The filter has no meaning for a link type the file uses (exit 2, as
     /// for a bad expression).
     Filter(xdprobe_filter::FilterError),
+}
+
+/// The workers' counters added up (the timestamp-RTT summaries are summed
+/// where `print_summary` reads them: sample and event counts).
+fn sum_stats(all: &[WorkerStats]) -> WorkerStats {
+    let mut it = all.iter();
+    let mut t = it.next().cloned().unwrap_or_default();
+    for s in it {
+        t.frames += s.frames;
+        t.table.packets += s.table.packets;
+        t.table.bytes += s.table.bytes;
+        t.table.flows_created += s.table.flows_created;
+        t.table.records += s.table.records;
+        t.table.evicted += s.table.evicted;
+        t.active_flows += s.active_flows;
+        t.drops.merge(&s.drops);
+        t.ip_length_clamped += s.ip_length_clamped;
+        t.frags.attributed += s.frags.attributed;
+        t.frags.unattributed += s.frags.unattributed;
+        t.frags.evicted += s.frags.evicted;
+        t.frags.expired += s.frags.expired;
+        t.ts_rtt.absorb(&s.ts_rtt);
+    }
+    t
+}
+
+fn print_per_worker(all: &[WorkerStats]) {
+    let mut e = io::stderr().lock();
+    for (i, s) in all.iter().enumerate() {
+        let _ = writeln!(
+            e,
+            "  worker {i}: frames {}  flows {}  records {}  evicted {}",
+            s.frames, s.table.flows_created, s.table.records, s.table.evicted
+        );
+    }
 }
 
 pub fn print_summary(s: &WorkerStats, elapsed: Duration) {

@@ -1,54 +1,37 @@
 //! Which worker owns a frame, when the NIC's RSS does not send both
-//! directions of a connection to one queue.
+//! directions of a connection to one queue, and which worker of
+//! `xdprobe pcap --workers N` a capture file's frame goes to.
 //!
 //! The owner is a hash of the two IP addresses, symmetric in source and
 //! destination (the pair is ordered before hashing), modulo the number of
 //! workers. Ports are left out on purpose: non-first IP fragments carry
-//! none, and they must reach the same worker as the first fragment. This is
-//! a separate, raw-frame walk (Ethernet, up to two VLAN tags, IPv4/IPv6
-//! addresses only) so the hand-off decision costs no full parse; frames it
-//! cannot place (non-IP, truncated) stay with the worker that received them.
+//! none, and they must reach the same worker as the first fragment (the
+//! fragment table is keyed by addresses and IP id, so one address pair on
+//! one worker keeps every fragment series whole). Everything else a flow is
+//! keyed by (ports, protocol, VLAN) only splits an address pair further, so
+//! a flow never spans two workers.
+//!
+//! The addresses are found by the parser's own link-layer walk
+//! ([`xdprobe_dataplane::parse::ip_addrs`]: VLAN, MPLS, PPPoE, cooked and
+//! loopback headers, with the parser's limits), so every frame the parser
+//! can place in a flow is steered by the addresses it is keyed by, and the
+//! walk costs no full parse. Frames it cannot place (non-IP, truncated) go
+//! to a fixed worker: the one that received them live, worker 0 for files.
 
-const ETH_P_IP: u16 = 0x0800;
-const ETH_P_IPV6: u16 = 0x86DD;
-const ETH_P_8021Q: u16 = 0x8100;
-const ETH_P_8021AD: u16 = 0x88A8;
-
-fn be16(b: &[u8], off: usize) -> Option<u16> {
-    let s = b.get(off..off.checked_add(2)?)?;
-    Some(u16::from_be_bytes([s[0], s[1]]))
-}
-
-/// The (source, destination) address bytes of an Ethernet frame.
-fn addrs(frame: &[u8]) -> Option<(&[u8], &[u8])> {
-    let mut ethertype = be16(frame, 12)?;
-    let mut off = 14usize;
-    for _ in 0..2 {
-        if ethertype != ETH_P_8021Q && ethertype != ETH_P_8021AD {
-            break;
-        }
-        ethertype = be16(frame, off + 2)?;
-        off += 4;
-    }
-    match ethertype {
-        ETH_P_IP => Some((
-            frame.get(off + 12..off + 16)?,
-            frame.get(off + 16..off + 20)?,
-        )),
-        ETH_P_IPV6 => Some((
-            frame.get(off + 8..off + 24)?,
-            frame.get(off + 24..off + 40)?,
-        )),
-        _ => None,
-    }
-}
+use xdprobe_dataplane::parse::{LinkType, ip_addrs};
 
 /// FNV-1a over both addresses, smaller first: the same value for both
 /// directions. Not keyed: a worker imbalance an attacker could provoke by
 /// choosing addresses is bounded by the per-worker ring and is visible in
 /// the hand-off counters.
 pub fn symmetric_hash(frame: &[u8]) -> Option<u64> {
-    let (a, b) = addrs(frame)?;
+    symmetric_hash_of(LinkType::Ethernet, frame)
+}
+
+/// [`symmetric_hash`] for a frame of any link type the parser reads.
+#[inline]
+pub fn symmetric_hash_of(link: LinkType, frame: &[u8]) -> Option<u64> {
+    let (a, b) = ip_addrs(link, frame)?;
     let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &byte in lo.iter().chain(hi.iter()) {
@@ -59,13 +42,20 @@ pub fn symmetric_hash(frame: &[u8]) -> Option<u64> {
     Some(h ^ (h >> 32))
 }
 
-/// The index of the worker that owns `frame`, or `None` to keep it local.
+/// The index of the worker that owns Ethernet `frame`, or `None` to keep
+/// it local.
 #[inline]
 pub fn owner(frame: &[u8], workers: usize) -> Option<usize> {
+    owner_of(LinkType::Ethernet, frame, workers)
+}
+
+/// [`owner`] for a frame of any link type the parser reads.
+#[inline]
+pub fn owner_of(link: LinkType, frame: &[u8], workers: usize) -> Option<usize> {
     if workers <= 1 {
         return None;
     }
-    let h = symmetric_hash(frame)?;
+    let h = symmetric_hash_of(link, frame)?;
     Some((h % workers as u64) as usize)
 }
 
@@ -115,6 +105,51 @@ mod tests {
             }
         }
         assert!(seen.iter().all(|&n| n > 32), "{seen:?}");
+    }
+
+    #[test]
+    fn encapsulations_and_link_types_steer_by_the_parsed_addresses() {
+        let a = [192, 0, 2, 1];
+        let b = [198, 51, 100, 9];
+        let plain = symmetric_hash(&v4(a, b, false));
+        assert!(plain.is_some());
+        // Three VLAN tags (0x9100 outer), MPLS, PPPoE: the parser reads them all.
+        let mut qinq = vec![0u8; 12];
+        qinq.extend_from_slice(&[0x91, 0x00, 0, 1, 0x88, 0xa8, 0, 2, 0x81, 0x00, 0, 3]);
+        qinq.extend_from_slice(&v4(b, a, false)[12..]);
+        assert_eq!(symmetric_hash(&qinq), plain, "3 tags");
+        let mut mpls = vec![0u8; 12];
+        mpls.extend_from_slice(&[0x88, 0x47, 0x00, 0x01, 0x01, 0x40]);
+        mpls.extend_from_slice(&v4(b, a, false)[14..]);
+        assert_eq!(symmetric_hash(&mpls), plain, "MPLS");
+        let mut pppoe = vec![0u8; 12];
+        pppoe.extend_from_slice(&[0x88, 0x64, 0x11, 0x00, 0x00, 0x01, 0x00, 0x16, 0x00, 0x21]);
+        pppoe.extend_from_slice(&v4(b, a, false)[14..]);
+        assert_eq!(symmetric_hash(&pppoe), plain, "PPPoE");
+        // Raw IP and Linux cooked captures: no Ethernet header to misread.
+        let raw = &v4(b, a, false)[14..];
+        assert_eq!(symmetric_hash_of(LinkType::RawIp, raw), plain, "raw IP");
+        let mut sll = vec![0u8; 14];
+        sll.extend_from_slice(&[0x08, 0x00]);
+        sll.extend_from_slice(raw);
+        assert_eq!(symmetric_hash_of(LinkType::LinuxSll, &sll), plain, "SLL");
+    }
+
+    #[test]
+    fn fragments_of_one_datagram_share_an_owner() {
+        // First fragment (ports present) and a later one (offset 1480, no
+        // ports): only the addresses are hashed.
+        let mut first = v4([203, 0, 113, 5], [192, 0, 2, 77], false);
+        first[14 + 6] = 0x20; // MF
+        first[14 + 9] = 17;
+        first.extend_from_slice(&[0x30, 0x39, 0x00, 0x35, 0, 8, 0, 0]);
+        let mut later = v4([203, 0, 113, 5], [192, 0, 2, 77], false);
+        later[14 + 6] = 0x00;
+        later[14 + 7] = 185; // offset 185 × 8 bytes
+        later[14 + 9] = 17;
+        for n in 2..=5 {
+            assert_eq!(owner(&first, n), owner(&later, n));
+        }
     }
 
     #[test]

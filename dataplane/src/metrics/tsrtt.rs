@@ -520,6 +520,23 @@ impl TsRttWorker {
         &self.legs[Dir::S2C.index()]
     }
 
+    /// Adds another worker's totals and counters to these (a summary over
+    /// workers; the windows' quantiles are per worker and are not merged).
+    pub fn absorb(&mut self, other: &TsRttWorker) {
+        let (c, o) = (&mut self.counters, &other.counters);
+        c.untracked += o.untracked;
+        c.expired += o.expired;
+        c.missed += o.missed;
+        c.echo_unseen += o.echo_unseen;
+        c.tsval_backwards += o.tsval_backwards;
+        c.time_backwards += o.time_backwards;
+        c.one_sided_flows += o.one_sided_flows;
+        for (l, o) in self.legs.iter_mut().zip(&other.legs) {
+            l.count += o.count;
+            l.sum_us += o.sum_us;
+        }
+    }
+
     /// Closes the current window if packet time `now` is past it (a quiet
     /// worker's tick), so the published quantiles do not go stale.
     pub fn tick(&mut self, now: Timestamp) {

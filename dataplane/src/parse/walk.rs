@@ -138,6 +138,24 @@ pub fn parse(link: LinkType, frame: &[u8], wire_len: u32) -> Result<PacketMeta<'
     }
 }
 
+/// The source and destination address bytes of an IP frame of `link`
+/// framing (4 or 16 bytes each), found by the same link-layer walk as
+/// [`parse`] (VLAN, MPLS, PPPoE, cooked and loopback headers alike), without
+/// parsing the rest. `None` where `parse` would find no IP header, or the
+/// frame ends before the addresses.
+///
+/// The workers' symmetric steering hash uses this, so every frame that
+/// `parse` can place in a flow is steered by the addresses it will be
+/// keyed by, whatever its encapsulation.
+#[inline]
+pub fn ip_addrs(link: LinkType, frame: &[u8]) -> Option<(&[u8], &[u8])> {
+    let l3 = link_layer(link, frame).ok()?;
+    match l3.net {
+        Net::V4 => Some((l3.ip.get(12..16)?, l3.ip.get(16..20)?)),
+        Net::V6 => Some((l3.ip.get(8..24)?, l3.ip.get(24..40)?)),
+    }
+}
+
 #[inline]
 fn link_layer(link: LinkType, frame: &[u8]) -> Result<L3<'_>, DropReason> {
     match link {

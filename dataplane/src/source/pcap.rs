@@ -429,6 +429,32 @@ impl PcapReader<memmap2::Mmap> {
     }
 }
 
+/// A mapped capture several threads can hold at once: the reader walks it
+/// while workers read their packets' bytes from it by offset, so a packet
+/// handed to another thread is still a view into the file, never a copy.
+#[derive(Clone)]
+pub struct SharedMap(std::sync::Arc<memmap2::Mmap>);
+
+impl AsRef<[u8]> for SharedMap {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl PcapReader<SharedMap> {
+    /// As [`PcapReader::open`], with a map that can be shared
+    /// ([`PcapReader::buffer`]).
+    pub fn open_shared(path: &Path) -> Result<Self, PcapError> {
+        let r = PcapReader::open(path)?;
+        Ok(PcapReader {
+            buf: SharedMap(std::sync::Arc::new(r.buf)),
+            pos: r.pos,
+            format: r.format,
+            clipped: r.clipped,
+        })
+    }
+}
+
 impl<B: AsRef<[u8]>> PcapReader<B> {
     /// Parses the file header (classic) or first section header (pcapng).
     pub fn from_bytes(buf: B) -> Result<Self, PcapError> {
@@ -477,6 +503,11 @@ impl<B: AsRef<[u8]>> PcapReader<B> {
     /// it).
     pub fn bytes(&self) -> &[u8] {
         self.buf.as_ref()
+    }
+
+    /// The buffer itself (for a [`SharedMap`], a handle to clone).
+    pub fn buffer(&self) -> &B {
+        &self.buf
     }
 
     /// Byte offset of the next record or block.

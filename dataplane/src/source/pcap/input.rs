@@ -13,12 +13,12 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use super::{CaptureFormat, PcapError, PcapReader, RawPacket, StreamReader};
+use super::{CaptureFormat, PcapError, PcapReader, RawPacket, SharedMap, StreamReader};
 use crate::source::reorder::{ReorderStats, TimeOrdered};
 
 /// An open capture of either kind, read the same way.
 pub enum Capture {
-    Mapped(TimeOrdered<memmap2::Mmap>),
+    Mapped(TimeOrdered<SharedMap>),
     Stream(StreamReader<Box<dyn Read + Send>>),
 }
 
@@ -40,7 +40,9 @@ impl Capture {
             });
         }
         if meta.is_file() {
-            return Ok(Capture::Mapped(TimeOrdered::new(PcapReader::open(path)?)));
+            return Ok(Capture::Mapped(TimeOrdered::new(PcapReader::open_shared(
+                path,
+            )?)));
         }
         let file: Box<dyn Read + Send> = Box::new(File::open(path).map_err(open_err)?);
         Ok(Capture::Stream(StreamReader::new(file)?))
@@ -81,6 +83,15 @@ impl Capture {
         match self {
             Capture::Mapped(r) => r.stats(),
             Capture::Stream(_) => ReorderStats::default(),
+        }
+    }
+
+    /// The mapped file every packet of a mapped capture is a view into
+    /// (`None` for a stream, whose packets live in a buffer that is reused).
+    pub fn shared_map(&self) -> Option<SharedMap> {
+        match self {
+            Capture::Mapped(r) => Some(r.reader().buffer().clone()),
+            Capture::Stream(_) => None,
         }
     }
 

@@ -151,6 +151,7 @@ pub fn spawn_json_writer(
                 joiner: Joiner::default(),
                 joining: join,
                 n: 0,
+                line: RecordWriter::new(Vec::with_capacity(1024), Format::Json),
             };
             // Block for a record, write whatever else is queued, flush when
             // the queue is empty: a reader following the output sees each
@@ -182,22 +183,20 @@ struct JsonWriter {
     /// from then on (without a host agent they are only written).
     joining: bool,
     n: u64,
+    /// One record's line, reused: no allocation per record.
+    line: RecordWriter<Vec<u8>>,
 }
 
 impl JsonWriter {
     fn write(&mut self, item: JsonItem) -> std::io::Result<()> {
         match item {
             JsonItem::Flow(rec) => {
-                let mut line = Vec::with_capacity(512);
-                {
-                    let mut rw = RecordWriter::new(&mut line, Format::Json);
-                    rw.write(&rec)?;
-                    rw.flush()?;
-                }
-                self.out.write_all(&line)?;
+                self.line.get_mut().clear();
+                self.line.write(&rec)?;
+                self.out.write_all(self.line.get_mut())?;
                 self.n += 1;
                 if self.joining
-                    && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line)
+                    && let Ok(v) = serde_json::from_slice::<serde_json::Value>(self.line.get_mut())
                     && let Some(wire) = Wire::from_json(v)
                 {
                     let joined = self.joiner.wire(wire, now_us());

@@ -73,6 +73,12 @@ impl<W: Write> RecordWriter<W> {
         self.out.flush()
     }
 
+    /// The output, e.g. to take and clear a `Vec` the writer fills line by
+    /// line while keeping the writer (and its buffer) for the next record.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     pub fn into_inner(self) -> W {
         self.out
     }

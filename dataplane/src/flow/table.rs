@@ -2,7 +2,7 @@
 //! it, and time-ordered lists for expiry. No locks, no allocation after
 //! construction (the slab, index and free list are sized from the config).
 //!
-//! Memory per flow: a 144-byte entry in the slab (`entry::Flow`), 4 bytes
+//! Memory per flow: a 136-byte entry in the slab (`entry::Flow`), 4 bytes
 //! of free list, and in the `HashTable` 8 bytes of index (slot + hash tag)
 //! and 1 control byte per bucket, sized for twice the capacity at 7/8 load
 //! so churn at the limit never makes it grow (`flow::mem::index_capacity`);
@@ -446,20 +446,21 @@ impl FlowTable {
                     // (a non-first fragment): flags and closing, no metrics.
                     f.side = self.slab.tcp.alloc(TcpState::default());
                     f.kind = Kind::Tcp;
+                    f.set_no_npm();
                 }
                 if t.flags.contains(TcpFlags::FIN) {
                     f.set_fin(dir);
                 }
                 let closes = !f.closing() && (t.flags.contains(TcpFlags::RST) || f.fin_both());
-                let slot = f.side;
+                let (slot, npm) = (f.side, self.npm && f.npm());
                 let Some(st) = self.slab.tcp.get_mut(slot) else {
                     return;
                 };
-                st.flags[dir.index()] |= t.flags.bits();
+                st.tracker.note_flags(dir, t.flags);
                 if closes {
                     st.close_deadline = now.saturating_add_nanos(self.cfg_linger_ns);
                 }
-                if st.npm {
+                if npm {
                     let tsrtt = self.ts_col.get_mut(slot).map(|flow| TsCtx {
                         flow,
                         worker: &mut self.ts_stats,
@@ -511,10 +512,7 @@ impl FlowTable {
         match pkt.l4 {
             L4::Tcp(_) => {
                 flow.kind = Kind::Tcp;
-                flow.side = self.slab.tcp.alloc(TcpState {
-                    npm: self.npm,
-                    ..TcpState::default()
-                });
+                flow.side = self.slab.tcp.alloc(TcpState::default());
             }
             L4::Udp if self.npm && server_port == 53 => {
                 flow.kind = Kind::Dns;
@@ -593,7 +591,7 @@ impl FlowTable {
             Kind::Tcp => self.slab.tcp.get(f.side),
             _ => None,
         };
-        let flags = tcp.map_or([0; 2], |t| t.flags);
+        let flags = tcp.map_or([0; 2], |t| t.tracker.flags());
         let dir = |c: &Counters, tcp_flags: u8| DirStats {
             packets: c.packets,
             bytes: c.bytes,
@@ -606,7 +604,7 @@ impl FlowTable {
             server_addr,
             server_port,
             proto: f.key.proto,
-            vlan: f.key.vlan,
+            vlan: f.key.vlan(),
             direction_guessed: f.guessed(),
             start: f.first,
             end: f.last,
@@ -619,7 +617,9 @@ impl FlowTable {
             process: None,
         };
         match (f.kind, tcp) {
-            (Kind::Tcp, Some(t)) if t.npm => t.tracker.fill(&mut rec, self.ts_col.get(f.side)),
+            (Kind::Tcp, Some(t)) if self.npm && f.npm() => {
+                t.tracker.fill(&mut rec, self.ts_col.get(f.side))
+            }
             (Kind::Dns, _) => {
                 if let Some(d) = self.slab.dns.get(f.side) {
                     d.fill(&mut rec);
@@ -636,11 +636,12 @@ impl FlowTable {
         let f = &mut self.slab.flows[i as usize];
         f.dirs = [Counters::default(); 2];
         f.seq_in_flow = f.seq_in_flow.wrapping_add(1);
+        let npm = self.npm && f.npm();
         match f.kind {
             Kind::Tcp => {
                 if let Some(t) = self.slab.tcp.get_mut(f.side) {
-                    t.flags = [0; 2];
-                    if t.npm {
+                    t.tracker.reset_flags();
+                    if npm {
                         t.tracker.reset_interval(self.ts_col.get_mut(f.side));
                     }
                 }

@@ -34,19 +34,23 @@ const LIVE: u8 = 1;
 const CLIENT_HI: u8 = 1 << 1;
 const GUESSED: u8 = 1 << 2;
 const FIN_C2S: u8 = 1 << 3;
+/// A TCP flow without metrics: begun by a packet without a TCP header (a
+/// non-first fragment), as the tracker is chosen from the first packet.
+const NO_NPM: u8 = 1 << 5;
 
-/// One flow's entry in the slab: 144 bytes, `repr(C)` with what every
+/// One flow's entry in the slab: 136 bytes, `repr(C)` with what every
 /// packet reads first (the key to confirm a candidate, the liveness and
-/// role bits, where the side state is) in the first cache line and the
-/// per-packet times and counters in the second, so confirming a prefetched
-/// candidate touches one line and the update two.
+/// role bits, where the side state is) and the first packet time in the
+/// first 64 bytes, the rest of the per-packet times and counters in the
+/// next 56, and the list links (touched when a flow is queued or ends)
+/// last.
 #[derive(Clone, Debug)]
 #[repr(C)]
 pub(super) struct Flow {
     pub key: FlowKey,
     /// `LIVE` (false once the flow ended and its slot is free: a stale
     /// candidate from `prepare` must not match it), `CLIENT_HI`, `GUESSED`,
-    /// `FIN_C2S` << dir.
+    /// `FIN_C2S` << dir, `NO_NPM`.
     bits: u8,
     /// Which lists the flow is on (`lru::bit`); on the closing list means
     /// closing (FIN both ways or RST seen).
@@ -79,7 +83,7 @@ pub(super) struct Flow {
 }
 
 /// The entry's size, which `memory_per_flow` reports and the docs state.
-pub(super) const FLOW_BYTES: usize = 144;
+pub(super) const FLOW_BYTES: usize = 136;
 const _: () = assert!(size_of::<Flow>() == FLOW_BYTES);
 
 pub(super) const NO_HINT: i32 = i32::MIN;
@@ -130,6 +134,17 @@ impl Flow {
         }
     }
 
+    /// This TCP flow's tracker runs (NPM on for the table, and the flow's
+    /// first packet was a TCP segment).
+    #[inline]
+    pub fn npm(&self) -> bool {
+        self.bits & NO_NPM == 0
+    }
+
+    pub fn set_no_npm(&mut self) {
+        self.bits |= NO_NPM;
+    }
+
     pub fn guessed(&self) -> bool {
         self.bits & GUESSED != 0
     }
@@ -165,21 +180,19 @@ impl Flow {
     }
 }
 
-/// What only TCP flows need: the NPM tracker, the per-direction TCP flags
-/// and the closing list's place. Reached from the entry's `side` slot.
+/// What only TCP flows need: the tracker (which also keeps the
+/// per-direction TCP flags) and the closing list's place, 240 bytes.
+/// Reached from the entry's `side` slot.
 #[derive(Clone, Debug, Default)]
 #[repr(C)]
 pub(super) struct TcpState {
     pub tracker: TcpTracker,
     pub close_deadline: Timestamp,
     pub closing: Link,
-    /// TCP flags seen per direction this interval.
-    pub flags: [u8; 2],
-    /// The tracker runs: NPM is on and the flow's first packet was a TCP
-    /// segment (a flow begun by a non-first fragment gets TCP state for its
-    /// flags and closing, not metrics, as before this split).
-    pub npm: bool,
 }
+
+pub(super) const TCP_STATE_BYTES: usize = 240;
+const _: () = assert!(size_of::<TcpState>() == TCP_STATE_BYTES);
 
 /// The flow entries with the side columns they index.
 pub(super) struct Slab {

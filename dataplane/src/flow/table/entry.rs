@@ -202,12 +202,19 @@ pub(super) struct Slab {
 }
 
 impl Slab {
-    /// The TCP state of flow `i` (which must have one: `kind == Tcp`).
+    /// When closing flow `i` ends (only TCP flows close; a flow without
+    /// TCP state, which cannot be on the closing list, would end at once).
     #[inline]
-    pub fn tcp_of(&self, i: u32) -> &TcpState {
+    pub fn close_deadline(&self, i: u32) -> Timestamp {
         let f = &self.flows[i as usize];
         debug_assert_eq!(f.kind, Kind::Tcp);
-        &self.tcp.get(f.side).expect("a TCP flow has TCP state")
+        match f.kind {
+            Kind::Tcp => self
+                .tcp
+                .get(f.side)
+                .map_or(Timestamp::ZERO, |t| t.close_deadline),
+            _ => Timestamp::ZERO,
+        }
     }
 }
 

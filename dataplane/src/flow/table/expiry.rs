@@ -13,7 +13,7 @@ impl FlowTable {
     pub(super) fn expire(&mut self, out: &mut impl FnMut(FlowRecord)) {
         let now = self.now;
         while let Some(i) = self.lists.head(ListId::Closing) {
-            if self.slab.tcp_of(i).close_deadline > now {
+            if self.slab.close_deadline(i) > now {
                 break;
             }
             self.end(i, EndReason::End, out);
@@ -63,7 +63,7 @@ impl FlowTable {
         let closing = self
             .lists
             .head(ListId::Closing)
-            .map_or(Timestamp(u64::MAX), |i| self.slab.tcp_of(i).close_deadline);
+            .map_or(Timestamp(u64::MAX), |i| self.slab.close_deadline(i));
         closing
             .min(at(ListId::Lru, &|f| f.lru_at.saturating_add_nanos(idle)))
             .min(at(ListId::Active, &|f| {

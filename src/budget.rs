@@ -35,7 +35,8 @@ impl Estimate {
         self
     }
 
-    /// The worker flow tables (flow slab, index, fragment table).
+    /// The worker flow tables (flow slab, its TCP, DNS and timestamp-RTT
+    /// columns, index, fragment table).
     pub fn flow_tables(&mut self, workers: u64, cfg: &FlowConfig) -> &mut Self {
         self.add("flow tables", workers, cfg.memory_bytes())
     }

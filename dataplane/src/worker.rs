@@ -112,8 +112,9 @@ impl Worker {
         self.table.set_timeouts(cfg);
     }
 
-    /// Accounts a batch of frames in three passes: parse and hash all, look
-    /// up all in the index (prefetching each flow entry), then process in
+    /// Accounts a batch of frames in four passes: parse and hash all, look
+    /// up all in the index (prefetching each flow entry), prefetch each
+    /// candidate's TCP or DNS state (through its entry), then process in
     /// order. The cache misses of a batch overlap instead of stalling one
     /// packet at a time. Same
     /// result as calling [`on_frame`](Self::on_frame) for each.
@@ -127,6 +128,9 @@ impl Worker {
             }
             for (meta, prep) in ready.iter_mut().flatten() {
                 self.table.find_candidate(meta, prep);
+            }
+            for (meta, prep) in ready.iter().flatten() {
+                self.table.prefetch_side(meta, prep);
             }
             for (slot, f) in ready.iter().zip(chunk) {
                 if let Some((meta, prep)) = slot {

@@ -9,35 +9,57 @@ use std::net::IpAddr;
 
 use crate::parse::{L4, PacketMeta, TcpFlags};
 
-/// An address as one integer: IPv6 as is, IPv4 in the IPv4-mapped range
-/// (`::ffff:a.b.c.d`), so comparing and hashing a key is a few word
+/// An address as one 128-bit integer: IPv6 as is, IPv4 in the IPv4-mapped
+/// range (`::ffff:a.b.c.d`), so comparing and hashing a key is a few word
 /// operations instead of matching `IpAddr` variants and hashing byte slices.
+/// Kept as two 64-bit halves (high first, so the derived order is the
+/// integer's): a `u128` would align the key, and so the flow entry, to 16
+/// bytes, which costs the entry 8 bytes of padding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Addr(u128);
+pub struct Addr {
+    hi: u64,
+    lo: u64,
+}
 
-const V4_MAPPED: u128 = 0xffff_u128 << 32;
+const V4_MAPPED: u64 = 0xffff << 32;
 
 impl Addr {
     #[inline]
     pub fn new(a: IpAddr) -> Addr {
         match a {
-            IpAddr::V4(v4) => Addr(V4_MAPPED | u128::from(v4.to_bits())),
-            IpAddr::V6(v6) => Addr(v6.to_bits()),
+            IpAddr::V4(v4) => Addr {
+                hi: 0,
+                lo: V4_MAPPED | u64::from(v4.to_bits()),
+            },
+            IpAddr::V6(v6) => {
+                let b = v6.to_bits();
+                Addr {
+                    hi: (b >> 64) as u64,
+                    lo: b as u64,
+                }
+            }
         }
     }
 
     /// Back to `IpAddr`. `is_v6` keeps a real IPv6 `::ffff:a.b.c.d` apart
     /// from an IPv4 address.
     pub fn to_ip(self, is_v6: bool) -> IpAddr {
-        if !is_v6 && self.0 >> 32 == 0xffff {
-            IpAddr::V4(std::net::Ipv4Addr::from_bits(self.0 as u32))
+        if !is_v6 && self.hi == 0 && self.lo >> 32 == 0xffff {
+            IpAddr::V4(std::net::Ipv4Addr::from_bits(self.lo as u32))
         } else {
-            IpAddr::V6(std::net::Ipv6Addr::from_bits(self.0))
+            IpAddr::V6(std::net::Ipv6Addr::from_bits(
+                u128::from(self.hi) << 64 | u128::from(self.lo),
+            ))
         }
     }
 }
 
-/// Canonical 5-tuple + VLAN. `lo` is the smaller (address, port) endpoint.
+// `FlowKey::bits`.
+const KEY_V6: u8 = 1;
+const KEY_VLAN: u8 = 1 << 1;
+
+/// Canonical 5-tuple + VLAN, 40 bytes. `lo` is the smaller (address, port)
+/// endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FlowKey {
     pub lo_addr: Addr,
@@ -45,10 +67,14 @@ pub struct FlowKey {
     pub lo_port: u16,
     pub hi_port: u16,
     pub proto: u8,
-    pub is_v6: bool,
-    /// Outermost VLAN ID; QinQ inner tags do not split flows.
-    pub vlan: Option<u16>,
+    /// `KEY_V6`, `KEY_VLAN` (an `Option<u16>` would take 4 bytes).
+    bits: u8,
+    /// Outermost VLAN ID (with `KEY_VLAN`, else 0); QinQ inner tags do not
+    /// split flows.
+    vlan_id: u16,
 }
+
+const _: () = assert!(size_of::<FlowKey>() == 40);
 
 /// Which endpoint of a [`FlowKey`] a packet came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +105,11 @@ impl FlowKey {
         vlan: Option<u16>,
     ) -> (FlowKey, Side) {
         let (s, d) = (Addr::new(src), Addr::new(dst));
-        let is_v6 = src.is_ipv6();
+        let mut bits = if src.is_ipv6() { KEY_V6 } else { 0 };
+        if vlan.is_some() {
+            bits |= KEY_VLAN;
+        }
+        let vlan_id = vlan.unwrap_or(0);
         if (s, src_port) <= (d, dst_port) {
             let k = FlowKey {
                 lo_addr: s,
@@ -87,8 +117,8 @@ impl FlowKey {
                 lo_port: src_port,
                 hi_port: dst_port,
                 proto,
-                is_v6,
-                vlan,
+                bits,
+                vlan_id,
             };
             (k, Side::Lo)
         } else {
@@ -98,17 +128,26 @@ impl FlowKey {
                 lo_port: dst_port,
                 hi_port: src_port,
                 proto,
-                is_v6,
-                vlan,
+                bits,
+                vlan_id,
             };
             (k, Side::Hi)
         }
     }
 
+    pub fn is_v6(&self) -> bool {
+        self.bits & KEY_V6 != 0
+    }
+
+    /// Outermost VLAN ID.
+    pub fn vlan(&self) -> Option<u16> {
+        (self.bits & KEY_VLAN != 0).then_some(self.vlan_id)
+    }
+
     pub fn endpoint(&self, side: Side) -> (IpAddr, u16) {
         match side {
-            Side::Lo => (self.lo_addr.to_ip(self.is_v6), self.lo_port),
-            Side::Hi => (self.hi_addr.to_ip(self.is_v6), self.hi_port),
+            Side::Lo => (self.lo_addr.to_ip(self.is_v6()), self.lo_port),
+            Side::Hi => (self.hi_addr.to_ip(self.is_v6()), self.hi_port),
         }
     }
 }
@@ -221,5 +260,21 @@ mod tests {
         assert_eq!(k1, k2);
         assert_eq!(s1, s2.other());
         assert_eq!(k1.endpoint(s1), (a, 40000));
+        assert_eq!(k1.vlan(), Some(7));
+        // VLAN 0 is a tag, not its absence.
+        let (k0, _) = FlowKey::canonical(a, 40000, b, 443, 6, Some(0));
+        let (kn, _) = FlowKey::canonical(a, 40000, b, 443, 6, None);
+        assert_ne!(k0, kn);
+        assert_eq!((k0.vlan(), kn.vlan()), (Some(0), None));
+    }
+
+    #[test]
+    fn address_order_is_the_integer_order() {
+        let lo = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0xffff, 0, 0, 1));
+        let hi = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, 0));
+        assert!(Addr::new(lo) < Addr::new(hi));
+        let v4 = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 9));
+        assert!(Addr::new(v4) < Addr::new(lo));
+        assert_eq!(Addr::new(hi).to_ip(true), hi);
     }
 }

@@ -19,28 +19,31 @@ pub enum ListId {
 
 pub const LISTS: usize = 3;
 
-#[derive(Clone, Copy, Debug)]
-pub struct Links {
-    pub prev: [u32; LISTS],
-    pub next: [u32; LISTS],
-    on: u8,
+/// A slot's place on one list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Link {
+    pub prev: u32,
+    pub next: u32,
 }
 
-impl Default for Links {
+impl Default for Link {
     fn default() -> Self {
-        Links {
-            prev: [NIL; LISTS],
-            next: [NIL; LISTS],
-            on: 0,
+        Link {
+            prev: NIL,
+            next: NIL,
         }
     }
 }
 
-impl Links {
-    pub fn is_on(&self, l: ListId) -> bool {
-        self.on & (1 << l as u8) != 0
-    }
+/// The bit of `l` in a slot's list membership byte ([`Linked::on`]).
+#[inline]
+pub const fn bit(l: ListId) -> u8 {
+    1 << l as u8
 }
+
+/// Mask of the membership bits in [`Linked::on`]'s byte (the others are
+/// the slot owner's).
+pub const ON_MASK: u8 = (1 << LISTS) - 1;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Heads {
@@ -57,9 +60,13 @@ impl Default for Heads {
     }
 }
 
-/// Anything that stores [`Links`] per slot.
+/// Anything that stores a [`Link`] per list and slot, and a byte whose low
+/// [`LISTS`] bits say which lists the slot is on. The links of one list
+/// need not live beside the others' (the flow table keeps the closing
+/// list's in the TCP state, as only TCP flows close).
 pub trait Linked {
-    fn links(&mut self, idx: u32) -> &mut Links;
+    fn link(&mut self, l: ListId, idx: u32) -> &mut Link;
+    fn on(&mut self, idx: u32) -> &mut u8;
 }
 
 impl Heads {
@@ -72,42 +79,41 @@ impl Heads {
         let li = l as usize;
         let tail = self.tail[li];
         {
-            let n = slab.links(idx);
-            debug_assert!(!n.is_on(l));
-            n.prev[li] = tail;
-            n.next[li] = NIL;
-            n.on |= 1 << li;
+            let on = slab.on(idx);
+            debug_assert!(*on & bit(l) == 0);
+            *on |= bit(l);
+            *slab.link(l, idx) = Link {
+                prev: tail,
+                next: NIL,
+            };
         }
         if tail == NIL {
             self.head[li] = idx;
         } else {
-            slab.links(tail).next[li] = idx;
+            slab.link(l, tail).next = idx;
         }
         self.tail[li] = idx;
     }
 
     pub fn remove<S: Linked>(&mut self, slab: &mut S, l: ListId, idx: u32) {
         let li = l as usize;
-        let (prev, next) = {
-            let n = slab.links(idx);
-            if !n.is_on(l) {
+        let Link { prev, next } = {
+            let on = slab.on(idx);
+            if *on & bit(l) == 0 {
                 return;
             }
-            n.on &= !(1 << li);
-            let pn = (n.prev[li], n.next[li]);
-            n.prev[li] = NIL;
-            n.next[li] = NIL;
-            pn
+            *on &= !bit(l);
+            std::mem::take(slab.link(l, idx))
         };
         if prev == NIL {
             self.head[li] = next;
         } else {
-            slab.links(prev).next[li] = next;
+            slab.link(l, prev).next = next;
         }
         if next == NIL {
             self.tail[li] = prev;
         } else {
-            slab.links(next).prev[li] = prev;
+            slab.link(l, next).prev = prev;
         }
     }
 
@@ -130,10 +136,13 @@ impl Heads {
 mod tests {
     use super::*;
 
-    struct V(Vec<Links>);
+    struct V(Vec<([Link; LISTS], u8)>);
     impl Linked for V {
-        fn links(&mut self, idx: u32) -> &mut Links {
-            &mut self.0[idx as usize]
+        fn link(&mut self, l: ListId, idx: u32) -> &mut Link {
+            &mut self.0[idx as usize].0[l as usize]
+        }
+        fn on(&mut self, idx: u32) -> &mut u8 {
+            &mut self.0[idx as usize].1
         }
     }
 
@@ -142,14 +151,14 @@ mod tests {
         let mut cur = h.head[l as usize];
         while cur != NIL {
             out.push(cur);
-            cur = v.0[cur as usize].next[l as usize];
+            cur = v.0[cur as usize].0[l as usize].next;
         }
         out
     }
 
     #[test]
     fn push_remove_move() {
-        let mut v = V(vec![Links::default(); 4]);
+        let mut v = V(vec![([Link::default(); LISTS], 0); 4]);
         let mut h = Heads::default();
         for i in 0..4 {
             h.push_back(&mut v, ListId::Lru, i);

@@ -1,7 +1,8 @@
 //! Memory of the big per-worker arrays: how much they take (for the
 //! estimate made before anything is allocated), allocation that fails
-//! with an error instead of aborting, a hint for huge pages, and the
-//! lazily zeroed timestamp-RTT column.
+//! with an error instead of aborting, a hint for huge pages, the side
+//! columns that hold state only some flows need (TCP, DNS), and the lazily
+//! zeroed timestamp-RTT column.
 
 use crate::metrics::tsrtt::TsRtt;
 
@@ -56,6 +57,85 @@ pub fn hash_index_bytes(items: usize, entry: usize) -> u64 {
         .div_ceil(7)
         .next_power_of_two();
     buckets.saturating_mul(entry as u64 + 1) + 16
+}
+
+/// A pre-sized slab of state only some flows need (the TCP or the DNS
+/// tracker), indexed from the flow entry: a flow takes a slot when it is
+/// created and gives it back when it ends. It is reserved for the flow
+/// table's capacity, so it can never run out (at most `capacity` flows are
+/// live, each holding at most one slot) and never allocates after
+/// construction; its pages are touched only as slots are first used, so
+/// the resident size follows the most flows of that kind held at once.
+pub struct Column<T> {
+    items: Vec<T>,
+    free: Vec<u32>,
+}
+
+impl<T> Column<T> {
+    pub fn try_new(capacity: usize, what: &'static str) -> Result<Self, AllocError> {
+        let fail = || AllocError {
+            what,
+            bytes: Self::memory_bytes(capacity),
+        };
+        let mut items = Vec::new();
+        items.try_reserve_exact(capacity).map_err(|_| fail())?;
+        advise_huge_pages(items.as_ptr(), capacity.saturating_mul(size_of::<T>()));
+        let mut free = Vec::new();
+        free.try_reserve_exact(capacity).map_err(|_| fail())?;
+        Ok(Column { items, free })
+    }
+
+    /// Bytes reserved for `capacity` slots (the state and the free list).
+    pub fn memory_bytes(capacity: usize) -> u64 {
+        (capacity as u64).saturating_mul((size_of::<T>() + size_of::<u32>()) as u64)
+    }
+
+    /// Takes a slot for `v`. Never allocates while no more than the
+    /// capacity are taken at once (the flow table's invariant).
+    #[inline]
+    pub fn alloc(&mut self, v: T) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.items[i as usize] = v;
+                i
+            }
+            None => {
+                debug_assert!(self.items.len() < self.items.capacity());
+                self.items.push(v);
+                (self.items.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Gives slot `i` back (its value stays until the slot is taken again).
+    #[inline]
+    pub fn release(&mut self, i: u32) {
+        self.free.push(i);
+    }
+
+    #[inline]
+    pub fn get(&self, i: u32) -> Option<&T> {
+        self.items.get(i as usize)
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, i: u32) -> Option<&mut T> {
+        self.items.get_mut(i as usize)
+    }
+
+    /// Slots reserved (the most ever in use at once, without allocating).
+    pub fn capacity(&self) -> usize {
+        self.items.capacity()
+    }
+
+    /// Slots in use.
+    pub fn len(&self) -> usize {
+        self.items.len() - self.free.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The timestamp-RTT column: `n` entries in anonymous memory from
@@ -121,19 +201,39 @@ impl TsColumn {
     }
 
     #[inline]
-    pub fn get(&self, i: usize) -> Option<&TsRtt> {
-        self.slice().get(i)
+    pub fn get(&self, i: u32) -> Option<&TsRtt> {
+        self.slice().get(i as usize)
     }
 
     #[inline]
-    pub fn get_mut(&mut self, i: usize) -> Option<&mut TsRtt> {
-        self.slice_mut().get_mut(i)
+    pub fn get_mut(&mut self, i: u32) -> Option<&mut TsRtt> {
+        self.slice_mut().get_mut(i as usize)
+    }
+
+    /// Bytes mapped for `n` entries (backed only where written).
+    pub fn memory_bytes(n: usize) -> u64 {
+        (n as u64).saturating_mul(size_of::<TsRtt>() as u64)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::TsColumn;
+    use super::{Column, TsColumn};
+
+    #[test]
+    fn column_reuses_released_slots() {
+        let mut c: Column<u64> = Column::try_new(3, "test").unwrap();
+        let (a, b) = (c.alloc(1), c.alloc(2));
+        assert_eq!((a, b, c.len()), (0, 1, 2));
+        c.release(a);
+        assert_eq!(c.alloc(7), a);
+        assert_eq!((c.get(a), c.get(b), c.get(2)), (Some(&7), Some(&2), None));
+        *c.get_mut(b).unwrap() = 9;
+        c.release(b);
+        c.release(a);
+        assert!(c.is_empty());
+        assert_eq!(Column::<u64>::memory_bytes(10), 120);
+    }
 
     #[test]
     fn ts_column_is_zeroed_and_writable() {

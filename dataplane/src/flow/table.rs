@@ -2,11 +2,14 @@
 //! it, and time-ordered lists for expiry. No locks, no allocation after
 //! construction (the slab, index and free list are sized from the config).
 //!
-//! Memory per flow: `size_of::<Flow>()` in the slab, 4 bytes of free list,
-//! and in the `HashTable` 8 bytes of index (slot + hash tag) and 1 control
-//! byte per bucket, sized for twice the capacity at 7/8 load so churn at
-//! the limit never makes it grow (`flow::mem::index_capacity`);
-//! `FlowConfig::memory_bytes` adds it up for the up-front check and
+//! Memory per flow: a 136-byte entry in the slab (`entry::Flow`), 4 bytes
+//! of free list, and in the `HashTable` 8 bytes of index (slot + hash tag)
+//! and 1 control byte per bucket, sized for twice the capacity at 7/8 load
+//! so churn at the limit never makes it grow (`flow::mem::index_capacity`);
+//! a TCP flow adds its `entry::TcpState` from the TCP column (and its
+//! timestamp-RTT entry from that column's twin when it uses the option), a
+//! DNS flow its tracker from the DNS column. `FlowConfig::memory_bytes`
+//! adds it up for the up-front check and
 //! `flow::table::tests::memory_per_flow` prints and bounds it.
 
 use std::hash::BuildHasher;
@@ -16,14 +19,15 @@ use hashbrown::HashTable;
 
 use super::frag::{FragKey, FragTable};
 use super::key::{FlowKey, Roles, Side};
-use super::lru::{Heads, Linked, Links, ListId};
-use super::mem::{AllocError, hash_index_bytes, index_capacity};
-use super::record::{Dir, DirStats, EndReason, FlowRecord, Npm};
-use crate::metrics::L4Metrics;
+use super::lru::{Heads, ListId};
+use super::mem::{AllocError, Column, TsColumn, hash_index_bytes, index_capacity};
+use super::record::{DirStats, EndReason, FlowRecord, Npm};
+use crate::metrics::dns::DnsTracker;
 use crate::metrics::tcp::TsCtx;
 use crate::metrics::tsrtt::{TsRtt, TsRttWorker};
 use crate::parse::{Fragment, L4, PacketMeta, TcpFlags};
 use crate::time::Timestamp;
+use entry::{Counters, Flow, Kind, NO_HINT, Slab, TcpState};
 
 /// Flow table settings (validated by the config crate; these are the
 /// defaults an operator gets without a config file).
@@ -59,100 +63,6 @@ impl Default for FlowConfig {
             ts_rtt: true,
             frag_capacity: 4096,
         }
-    }
-}
-
-/// Per-direction counters kept in a flow (the rest of `DirStats` comes from
-/// the metric trackers at export).
-#[derive(Clone, Copy, Debug, Default)]
-struct Counters {
-    packets: u64,
-    bytes: u64,
-    flags: u8,
-}
-
-/// One flow's state. `repr(C)` with the fields every packet reads first
-/// (key, liveness, flags, times, counters) in the first cache lines, so
-/// confirming a prefetched candidate touches one line and the per-packet
-/// update three, before the metric state.
-#[derive(Clone, Debug)]
-#[repr(C)]
-struct Flow {
-    key: FlowKey,
-    /// False once the flow ended and its slot is free (a stale candidate
-    /// from `prepare` must not match it).
-    live: bool,
-    client: Side,
-    guessed: bool,
-    closing: bool,
-    fin: [bool; 2],
-    tos: u8,
-    seq_in_flow: u32,
-    hash: u64,
-    /// First and last packet of the current interval.
-    first: Timestamp,
-    last: Timestamp,
-    /// When the flow was (re)queued at the LRU tail. The LRU list is ordered
-    /// by this, not by `last`: packets do not move a flow in the list (that
-    /// would write two random neighbours per packet); expiry requeues a flow
-    /// that saw packets since, as a CLOCK cache does.
-    lru_at: Timestamp,
-    /// Start of the current interval for the active timeout.
-    anchor: Timestamp,
-    close_deadline: Timestamp,
-    dirs: [Counters; 2],
-    links: Links,
-    /// Where this flow's index slot was when it was inserted: only ever
-    /// prefetched (a stale address after the index rehashed costs a useless
-    /// prefetch, never a wrong read), so evicting the flow does not wait
-    /// for the index (see `expiry::warm_next_victims`).
-    index_hint: usize,
-    metrics: L4Metrics,
-}
-
-impl Flow {
-    fn dir_of(&self, side: Side) -> Dir {
-        if side == self.client {
-            Dir::C2S
-        } else {
-            Dir::S2C
-        }
-    }
-
-    /// This flow's record; `ts` is its timestamp-RTT column entry.
-    fn record(&self, reason: EndReason, ts: Option<&TsRtt>) -> FlowRecord {
-        let (client_addr, client_port) = self.key.endpoint(self.client);
-        let (server_addr, server_port) = self.key.endpoint(self.client.other());
-        let dir = |c: &Counters| DirStats {
-            packets: c.packets,
-            bytes: c.bytes,
-            tcp_flags: c.flags,
-            ..DirStats::default()
-        };
-        let mut rec = FlowRecord {
-            client_addr,
-            client_port,
-            server_addr,
-            server_port,
-            proto: self.key.proto,
-            vlan: self.key.vlan,
-            direction_guessed: self.guessed,
-            start: self.first,
-            end: self.last,
-            end_reason: reason,
-            tos: self.tos,
-            c2s: dir(&self.dirs[0]),
-            s2c: dir(&self.dirs[1]),
-            npm: Npm::default(),
-            seq_in_flow: self.seq_in_flow,
-            process: None,
-        };
-        self.metrics.fill(&mut rec, ts);
-        rec
-    }
-
-    fn packets(&self) -> u64 {
-        self.dirs[0].packets + self.dirs[1].packets
     }
 }
 
@@ -206,15 +116,6 @@ fn prefetch<T>(p: *const T, bytes: usize) {
     }
 }
 
-struct Slab(Vec<Flow>);
-
-impl Linked for Slab {
-    #[inline]
-    fn links(&mut self, idx: u32) -> &mut Links {
-        &mut self.0[idx as usize].links
-    }
-}
-
 /// Counters of the table itself (summed across workers when read).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TableStats {
@@ -234,16 +135,20 @@ pub struct FlowTable {
     capacity: usize,
     index: HashTable<IndexSlot>,
     hasher: hashbrown::DefaultHashBuilder,
+    /// Flow entries, and the TCP and DNS columns they point into.
     slab: Slab,
-    /// Timestamp-RTT state by slab slot (`ts_col[i]` belongs to the flow in
-    /// slot `i` once its tracker says so), kept apart from the flow entry
-    /// so packets without the option, and flows without it, never touch
-    /// it. Empty when the feature is off; else one entry per slot of the
-    /// capacity, zeroed lazily by the kernel (`mem::TsColumn`): only the
-    /// pages of flows that carry the option are ever touched.
-    ts_col: super::mem::TsColumn,
+    /// Timestamp-RTT state by TCP column slot (`ts_col[s]` belongs to the
+    /// TCP flow in slot `s` once its tracker says so), kept apart from the
+    /// TCP state so packets without the option, and flows without it, never
+    /// touch it. Empty when the feature is off; else one entry per slot,
+    /// zeroed lazily by the kernel (`mem::TsColumn`): only the pages of
+    /// flows that carry the option are ever touched.
+    ts_col: TsColumn,
     ts_stats: TsRttWorker,
     free: Vec<u32>,
+    /// The address `Flow::index_hint` counts from (the first index slot
+    /// ever filled; the index never moves, being sized up front).
+    hint_base: usize,
     lists: Heads,
     frags: FragTable,
     /// Latest packet time seen: expiry runs on packet time, never the clock,
@@ -267,9 +172,19 @@ impl FlowConfig {
     /// check against the machine before starting. The slab's pages are only
     /// touched as flows arrive, so the resident size reaches this once the
     /// table has been full.
+    ///
+    /// The TCP and DNS columns are reserved for the whole capacity, so they
+    /// never run out (and the estimate is the worst case: every flow TCP,
+    /// or a table that was once all DNS and then all TCP); so is the
+    /// timestamp-RTT column when that feature is on.
     pub fn memory_bytes(&self) -> u64 {
         let capacity = table_capacity(self.capacity);
+        let npm = |n: usize| if self.npm { n } else { 0 };
+        let ts = if self.npm && self.ts_rtt { capacity } else { 0 };
         (capacity * (size_of::<Flow>() + size_of::<u32>())) as u64
+            + Column::<TcpState>::memory_bytes(capacity)
+            + Column::<DnsTracker>::memory_bytes(npm(capacity))
+            + TsColumn::memory_bytes(ts)
             + hash_index_bytes(index_capacity(capacity), size_of::<IndexSlot>())
             + FragTable::memory_bytes(self.frag_capacity)
     }
@@ -295,9 +210,14 @@ impl FlowTable {
             what: "the flow table",
             bytes: cfg.memory_bytes(),
         };
-        let mut slab: Vec<Flow> = Vec::new();
-        slab.try_reserve_exact(capacity).map_err(|_| fail())?;
-        super::mem::advise_huge_pages(slab.as_ptr(), capacity * std::mem::size_of::<Flow>());
+        let mut flows: Vec<Flow> = Vec::new();
+        flows.try_reserve_exact(capacity).map_err(|_| fail())?;
+        super::mem::advise_huge_pages(flows.as_ptr(), capacity * std::mem::size_of::<Flow>());
+        let tcp = Column::try_new(capacity, "the flow table's TCP state")?;
+        let dns = Column::try_new(
+            if cfg.npm { capacity } else { 0 },
+            "the flow table's DNS state",
+        )?;
         let mut free = Vec::new();
         free.try_reserve_exact(capacity).map_err(|_| fail())?;
         let mut index = HashTable::new();
@@ -306,9 +226,9 @@ impl FlowTable {
             .try_reserve(index_capacity(capacity), no_entries)
             .map_err(|_| fail())?;
         let ts_col = if cfg.npm && cfg.ts_rtt {
-            super::mem::TsColumn::new(capacity)
+            TsColumn::new(capacity)
         } else {
-            super::mem::TsColumn::empty()
+            TsColumn::empty()
         };
         Ok(FlowTable {
             cfg_idle_ns: dur_ns(cfg.idle_timeout),
@@ -318,10 +238,11 @@ impl FlowTable {
             capacity,
             index,
             hasher: hashbrown::DefaultHashBuilder::default(),
-            slab: Slab(slab),
+            slab: Slab { flows, tcp, dns },
             ts_col,
             ts_stats: TsRttWorker::default(),
             free,
+            hint_base: 0,
             lists: Heads::default(),
             frags: FragTable::try_new(cfg.frag_capacity)?,
             now: Timestamp::ZERO,
@@ -406,14 +327,39 @@ impl FlowTable {
         let tag = tag_of(p.hash);
         p.candidate = self.index.find(p.hash, |s| s.tag == tag).map(|s| s.idx);
         if let Some(i) = p.candidate
-            && let Some(f) = self.slab.0.get(i as usize)
+            && let Some(f) = self.slab.flows.get(i as usize)
         {
             prefetch(f, std::mem::size_of::<Flow>());
-            if let Some(t) = self.ts_col.get(i as usize)
-                && pkt.tcp().is_some_and(|t| t.options.timestamp.is_some())
-            {
-                prefetch(t, TsRtt::HOT_BYTES);
+        }
+    }
+
+    /// Prefetches the candidate's side state (TCP or DNS, and the
+    /// timestamp-RTT entry for a segment with the option), found through
+    /// its entry. A batch calls this for all its packets after
+    /// [`find_candidate`](Self::find_candidate), so the entries are on
+    /// their way or in cache, and the side states' misses overlap too.
+    #[inline]
+    pub fn prefetch_side(&self, pkt: &PacketMeta<'_>, p: &Prepared) {
+        let Some(f) = p.candidate.and_then(|i| self.slab.flows.get(i as usize)) else {
+            return;
+        };
+        match f.kind {
+            Kind::Tcp => {
+                if let Some(t) = self.slab.tcp.get(f.side) {
+                    prefetch(t, std::mem::size_of::<TcpState>());
+                }
+                if let Some(t) = self.ts_col.get(f.side)
+                    && pkt.tcp().is_some_and(|t| t.options.timestamp.is_some())
+                {
+                    prefetch(t, TsRtt::HOT_BYTES);
+                }
             }
+            Kind::Dns => {
+                if let Some(d) = self.slab.dns.get(f.side) {
+                    prefetch(d, std::mem::size_of::<DnsTracker>());
+                }
+            }
+            Kind::None => {}
         }
     }
 
@@ -456,22 +402,22 @@ impl FlowTable {
         // have ended its flow or reused its slot since it was prepared.
         let confirmed = candidate.filter(|&i| {
             self.slab
-                .0
+                .flows
                 .get(i as usize)
-                .is_some_and(|f| f.live && f.key == key)
+                .is_some_and(|f| f.live() && f.key == key)
         });
         let mut idx = match confirmed {
             Some(i) => Some(i),
             None => self.lookup(&key, hash),
         };
         if let Some(i) = idx {
-            let f = &self.slab.0[i as usize];
+            let f = &self.slab.flows[i as usize];
             if now.nanos_since(f.last) >= self.cfg_idle_ns {
                 // Idle for the timeout but not yet swept (expiry is lazy):
                 // the flow ended at its last packet; this one starts anew.
                 self.end(i, EndReason::Idle, out);
                 idx = None;
-            } else if f.closing && matches!(pkt.l4, L4::Tcp(t) if t.flags.is_syn_only()) {
+            } else if f.closing() && matches!(pkt.l4, L4::Tcp(t) if t.flags.is_syn_only()) {
                 // A new connection on the 5-tuple of one that is closing.
                 self.end(i, EndReason::End, out);
                 idx = None;
@@ -482,8 +428,7 @@ impl FlowTable {
             None => self.insert(key, hash, side, pkt, ts, out),
         };
 
-        let linger = self.cfg_linger_ns;
-        let f = &mut self.slab.0[i as usize];
+        let f = &mut self.slab.flows[i as usize];
         let dir = f.dir_of(side);
         if f.packets() == 0 {
             f.first = ts;
@@ -494,33 +439,53 @@ impl FlowTable {
         let c = &mut f.dirs[dir.index()];
         c.packets += 1;
         c.bytes += u64::from(pkt.ip_len);
-        let mut now_closing = false;
-        if let L4::Tcp(t) = pkt.l4 {
-            c.flags |= t.flags.bits();
-            if t.flags.contains(TcpFlags::FIN) {
-                f.fin[dir.index()] = true;
+        match pkt.l4 {
+            L4::Tcp(t) => {
+                if f.kind != Kind::Tcp {
+                    // A TCP flow begun by a packet without a TCP header
+                    // (a non-first fragment): flags and closing, no metrics.
+                    f.side = self.slab.tcp.alloc(TcpState::default());
+                    f.kind = Kind::Tcp;
+                    f.set_no_npm();
+                }
+                if t.flags.contains(TcpFlags::FIN) {
+                    f.set_fin(dir);
+                }
+                let closes = !f.closing() && (t.flags.contains(TcpFlags::RST) || f.fin_both());
+                let (slot, npm) = (f.side, self.npm && f.npm());
+                let Some(st) = self.slab.tcp.get_mut(slot) else {
+                    return;
+                };
+                st.tracker.note_flags(dir, t.flags);
+                if closes {
+                    st.close_deadline = now.saturating_add_nanos(self.cfg_linger_ns);
+                }
+                if npm {
+                    let tsrtt = self.ts_col.get_mut(slot).map(|flow| TsCtx {
+                        flow,
+                        worker: &mut self.ts_stats,
+                    });
+                    st.tracker
+                        .on_segment(dir, &t, pkt.payload_len, pkt.payload, ts, tsrtt);
+                }
+                if closes {
+                    let due = now.saturating_add_nanos(self.cfg_linger_ns);
+                    self.next_deadline = self.next_deadline.min(due);
+                    self.lists.push_back(&mut self.slab, ListId::Closing, i);
+                }
             }
-            if !f.closing && (t.flags.contains(TcpFlags::RST) || (f.fin[0] && f.fin[1])) {
-                f.closing = true;
-                f.close_deadline = now.saturating_add_nanos(linger);
-                now_closing = true;
+            _ if f.kind == Kind::Dns => {
+                if let Some(d) = self.slab.dns.get_mut(f.side) {
+                    d.on_datagram(dir, pkt.payload, ts);
+                }
             }
-        }
-        let tsrtt = self.ts_col.get_mut(i as usize).map(|flow| TsCtx {
-            flow,
-            worker: &mut self.ts_stats,
-        });
-        f.metrics.on_packet(dir, pkt, ts, tsrtt);
-        if now_closing {
-            let due = now.saturating_add_nanos(linger);
-            self.next_deadline = self.next_deadline.min(due);
-            self.lists.push_back(&mut self.slab, ListId::Closing, i);
+            _ => {}
         }
     }
 
     #[inline]
     fn lookup(&self, key: &FlowKey, hash: u64) -> Option<u32> {
-        let slab = &self.slab.0;
+        let slab = &self.slab.flows;
         let tag = tag_of(hash);
         self.index
             .find(hash, |s| s.tag == tag && slab[s.idx as usize].key == *key)
@@ -541,53 +506,47 @@ impl FlowTable {
         }
         let roles = Roles::decide(pkt, side);
         let server_port = key.endpoint(roles.client.other()).1;
-        let metrics = if self.npm {
-            L4Metrics::for_flow(pkt, server_port)
-        } else {
-            L4Metrics::None
-        };
-        let flow = Flow {
-            key,
-            hash,
-            live: true,
-            links: Links::default(),
-            index_hint: 0,
-            client: roles.client,
-            guessed: roles.guessed,
-            tos: pkt.tos,
-            fin: [false; 2],
-            closing: false,
-            seq_in_flow: 0,
-            first: ts,
-            last: ts,
-            anchor: self.now,
-            lru_at: self.now,
-            close_deadline: Timestamp::ZERO,
-            dirs: [Counters::default(); 2],
-            metrics,
-        };
+        let mut flow = Flow::new(key, roles.client, roles.guessed, pkt.tos, ts);
+        flow.anchor = self.now;
+        flow.lru_at = self.now;
+        match pkt.l4 {
+            L4::Tcp(_) => {
+                flow.kind = Kind::Tcp;
+                flow.side = self.slab.tcp.alloc(TcpState::default());
+            }
+            L4::Udp if self.npm && server_port == 53 => {
+                flow.kind = Kind::Dns;
+                flow.side = self.slab.dns.alloc(DnsTracker::default());
+            }
+            _ => {}
+        }
         let i = match self.free.pop() {
             Some(i) => {
-                self.slab.0[i as usize] = flow;
+                self.slab.flows[i as usize] = flow;
                 i
             }
             None => {
-                self.slab.0.push(flow);
-                (self.slab.0.len() - 1) as u32
+                self.slab.flows.push(flow);
+                (self.slab.flows.len() - 1) as u32
             }
         };
-        let slab = &self.slab.0;
-        let hasher = |s: &IndexSlot| slab[s.idx as usize].hash;
+        let flows = &self.slab.flows;
+        let hasher = &self.hasher;
+        let rehash = |s: &IndexSlot| hasher.hash_one(flows[s.idx as usize].key);
         let entry = self.index.insert_unique(
             hash,
             IndexSlot {
                 idx: i,
                 tag: tag_of(hash),
             },
-            hasher,
+            rehash,
         );
-        let hint = std::ptr::from_ref(entry.get()) as usize;
-        self.slab.0[i as usize].index_hint = hint;
+        let at = std::ptr::from_ref(entry.get()) as usize;
+        if self.hint_base == 0 {
+            self.hint_base = at;
+        }
+        let hint = (at.wrapping_sub(self.hint_base) as isize) / size_of::<IndexSlot>() as isize;
+        self.slab.flows[i as usize].index_hint = i32::try_from(hint).unwrap_or(NO_HINT);
         self.lists.push_back(&mut self.slab, ListId::Lru, i);
         self.lists.push_back(&mut self.slab, ListId::Active, i);
         let first_due = self
@@ -599,26 +558,105 @@ impl FlowTable {
     }
 
     /// Emits the final record of flow `i` (if it has packets not yet
-    /// reported) and frees its slot.
+    /// reported) and frees its slot and side state.
     fn end(&mut self, i: u32, reason: EndReason, out: &mut impl FnMut(FlowRecord)) {
-        let f = &self.slab.0[i as usize];
+        let f = &self.slab.flows[i as usize];
         if f.packets() > 0 {
             self.stats.records += 1;
-            out(f.record(reason, self.ts_col.get(i as usize)));
+            out(self.record(i, reason));
         }
-        let hash = f.hash;
+        let f = &self.slab.flows[i as usize];
+        let hash = self.hasher.hash_one(f.key);
         if let Ok(e) = self.index.find_entry(hash, |s| s.idx == i) {
             e.remove();
         }
         self.lists.remove_all(&mut self.slab, i);
-        // Drop the metric state now rather than when the slot is reused.
-        let f = &mut self.slab.0[i as usize];
-        f.metrics = L4Metrics::None;
-        f.live = false;
+        let f = &mut self.slab.flows[i as usize];
+        match f.kind {
+            Kind::Tcp => self.slab.tcp.release(f.side),
+            Kind::Dns => self.slab.dns.release(f.side),
+            Kind::None => {}
+        }
+        f.set_dead();
         self.free.push(i);
+    }
+
+    /// The record of flow `i`'s current interval.
+    fn record(&self, i: u32, reason: EndReason) -> FlowRecord {
+        let f = &self.slab.flows[i as usize];
+        let client = f.client();
+        let (client_addr, client_port) = f.key.endpoint(client);
+        let (server_addr, server_port) = f.key.endpoint(client.other());
+        let tcp = match f.kind {
+            Kind::Tcp => self.slab.tcp.get(f.side),
+            _ => None,
+        };
+        let flags = tcp.map_or([0; 2], |t| t.tracker.flags());
+        let dir = |c: &Counters, tcp_flags: u8| DirStats {
+            packets: c.packets,
+            bytes: c.bytes,
+            tcp_flags,
+            ..DirStats::default()
+        };
+        let mut rec = FlowRecord {
+            client_addr,
+            client_port,
+            server_addr,
+            server_port,
+            proto: f.key.proto,
+            vlan: f.key.vlan(),
+            direction_guessed: f.guessed(),
+            start: f.first,
+            end: f.last,
+            end_reason: reason,
+            tos: f.tos,
+            c2s: dir(&f.dirs[0], flags[0]),
+            s2c: dir(&f.dirs[1], flags[1]),
+            npm: Npm::default(),
+            seq_in_flow: f.seq_in_flow,
+            process: None,
+        };
+        match (f.kind, tcp) {
+            (Kind::Tcp, Some(t)) if self.npm && f.npm() => {
+                t.tracker.fill(&mut rec, self.ts_col.get(f.side))
+            }
+            (Kind::Dns, _) => {
+                if let Some(d) = self.slab.dns.get(f.side) {
+                    d.fill(&mut rec);
+                }
+            }
+            _ => {}
+        }
+        rec
+    }
+
+    /// Starts flow `i`'s next interval after an active-timeout record:
+    /// counters restart, the trackers keep what carries over.
+    fn reset_interval(&mut self, i: u32) {
+        let f = &mut self.slab.flows[i as usize];
+        f.dirs = [Counters::default(); 2];
+        f.seq_in_flow = f.seq_in_flow.wrapping_add(1);
+        let npm = self.npm && f.npm();
+        match f.kind {
+            Kind::Tcp => {
+                if let Some(t) = self.slab.tcp.get_mut(f.side) {
+                    t.tracker.reset_flags();
+                    if npm {
+                        t.tracker.reset_interval(self.ts_col.get_mut(f.side));
+                    }
+                }
+            }
+            Kind::Dns => {
+                if let Some(d) = self.slab.dns.get_mut(f.side) {
+                    d.reset_interval();
+                }
+            }
+            Kind::None => {}
+        }
     }
 }
 
+mod entry;
 mod expiry;
 
 #[cfg(test)]

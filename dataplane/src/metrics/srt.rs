@@ -9,29 +9,39 @@ use crate::time::ns_to_us;
 /// data packet before the *first* server data packet that follows it
 /// (§2 TCP step 2). Server data with no request pending (a banner, or a
 /// response captured before its request) measures nothing.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+///
+/// 8 bytes: no request pending is `NONE`, a time no capture has (they end
+/// at `i64::MAX` ns, `time.rs`), instead of a flag that would pad it to 16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Turn {
     req_ts: u64,
-    pending: bool,
+}
+
+const NONE: u64 = u64::MAX;
+
+impl Default for Turn {
+    fn default() -> Self {
+        Turn { req_ts: NONE }
+    }
 }
 
 impl Turn {
     /// A client packet carrying request data.
     #[inline]
     pub fn request(&mut self, ts_ns: u64) {
+        debug_assert!(ts_ns != NONE);
         self.req_ts = ts_ns;
-        self.pending = true;
     }
 
     /// A server packet carrying response data: `Δt_rr` in ns if it answers
     /// a pending request (0 if its timestamp precedes the request's).
     #[inline]
     pub fn response(&mut self, ts_ns: u64) -> Option<u64> {
-        if !self.pending {
+        if self.req_ts == NONE {
             return None;
         }
-        self.pending = false;
-        Some(ts_ns.saturating_sub(self.req_ts))
+        let req = std::mem::replace(&mut self.req_ts, NONE);
+        Some(ts_ns.saturating_sub(req))
     }
 }
 

@@ -2,13 +2,14 @@
 //! RTT, server response time (plain or TLS), retransmissions by kind,
 //! out-of-order segments, keep-alives and duplicate ACKs, and the
 //! receive-window events zero window and window full (Wireshark's
-//! definitions, `retrans.rs`); and it drives the flow's timestamp RTT
-//! (`tsrtt`), whose larger state lives beside the flow entry and is handed
-//! in per segment.
+//! definitions, `retrans.rs`); the TCP flags seen per direction; and it
+//! drives the flow's timestamp RTT (`tsrtt`), whose state lives in a
+//! column of its own and is handed in per segment.
 //!
-//! The tracker is stored inline in every flow-table entry, so it holds no
-//! heap data and stays at most [`TCP_TRACKER_MAX_BYTES`] (checked at compile
-//! time); it never allocates and is branch-light per packet. Times are kept
+//! The tracker is stored in the flow table's TCP column, one per TCP flow,
+//! so it holds no heap data and stays at most [`TCP_TRACKER_MAX_BYTES`]
+//! (checked at compile time); it never allocates and is branch-light per
+//! packet. Times are kept
 //! in ns and rounded to µs once, at export.
 
 use super::handshake::Handshake;
@@ -16,17 +17,18 @@ use super::retrans::{Class, DEFAULT_OOO_THRESHOLD_NS, DirSeq, Segment, note_wind
 use super::seq::SeqNumber;
 use super::srt::{SrtStats, Turn};
 use super::tls::{TlsDir, looks_like_client_hello};
-use super::tsrtt::{TsHot, TsRtt, TsRttWorker};
+use super::tsrtt::{TsRtt, TsRttWorker};
 use crate::flow::record::{Dir, DirStats, FlowRecord};
 use crate::parse::{TcpFlags, TcpMeta};
 use crate::time::{Timestamp, ns_to_us};
 
-/// Upper bound on `size_of::<TcpTracker>()`, enforced below: 272 bytes on
+/// Upper bound on `size_of::<TcpTracker>()`, enforced below: 224 bytes on
 /// 64-bit targets (handshake 40, sequence state 2 × 32, counters 2 × 32,
-/// TLS record state 2 × 12, request/response turn 16, SRT statistics 24,
-/// TLS decision 1, timestamp-option flags 1, timestamp RTT's per-segment
-/// state 32, padded to 8).
-pub const TCP_TRACKER_MAX_BYTES: usize = 272;
+/// TLS record state 2 × 10, request/response turn 8, SRT statistics 24,
+/// TLS decision 1, timestamp-option flags 1, TCP flags 2 × 1). With the
+/// flow table's closing-list place it fills the table's 240-byte TCP
+/// state exactly; a field more is 8 bytes more for every TCP flow.
+pub const TCP_TRACKER_MAX_BYTES: usize = 224;
 const _: () = assert!(size_of::<TcpTracker>() <= TCP_TRACKER_MAX_BYTES);
 
 /// Per-interval counters of one direction (32 bytes).
@@ -121,8 +123,9 @@ pub struct TcpTracker {
     srt: SrtStats,
     proto: Proto,
     ts: TsUse,
-    /// Timestamp RTT's per-segment state (the rest is in the column).
-    ts_hot: TsHot,
+    /// TCP flags seen per direction this interval (kept with NPM off too:
+    /// the flow table notes them for every segment).
+    flags: [u8; 2],
 }
 
 #[inline]
@@ -215,15 +218,14 @@ impl TcpTracker {
                 self.ts.0 |= TsUse::ts(dir);
                 if !self.ts.has(TsUse::LIVE) {
                     self.ts.0 |= TsUse::LIVE;
-                    ctx.flow.start(&mut self.ts_hot, ts);
+                    ctx.flow.start(ts);
                 }
                 // TSecr is meaningful with ACK only (RFC 7323 §3.2), and
                 // only echoes something if the other side uses the option.
                 let rev_plain = self.ts.has(TsUse::plain(dir.reverse()))
                     && !self.ts.has(TsUse::ts(dir.reverse()));
                 let echo = (tcp.flags.contains(TcpFlags::ACK) && !rev_plain).then_some(tsecr);
-                ctx.flow
-                    .on_segment(&mut self.ts_hot, dir, tsval, echo, ts, ctx.worker);
+                ctx.flow.on_segment(dir, tsval, echo, ts, ctx.worker);
             }
             None if !tcp.flags.contains(TcpFlags::RST) => self.ts.0 |= TsUse::plain(dir),
             None => {}
@@ -232,6 +234,22 @@ impl TcpTracker {
             self.ts.0 |= TsUse::ONE_SIDED;
             ctx.worker.counters.one_sided_flows += 1;
         }
+    }
+
+    /// Notes a segment's TCP flags in `dir` (with or without NPM).
+    #[inline]
+    pub fn note_flags(&mut self, dir: Dir, flags: TcpFlags) {
+        self.flags[dir.index()] |= flags.bits();
+    }
+
+    /// TCP flags seen this interval, client to server and back.
+    pub fn flags(&self) -> [u8; 2] {
+        self.flags
+    }
+
+    /// A new interval for the flags (with or without NPM).
+    pub fn reset_flags(&mut self) {
+        self.flags = [0; 2];
     }
 
     /// True once a segment of the flow carried the timestamp option: its

@@ -37,8 +37,11 @@ enum State {
     Lost,
 }
 
-/// Record tracking for one direction (12 bytes).
+/// Record tracking for one direction (10 bytes: packed to 2-byte
+/// alignment, as the TCP tracker holds two and a 4-byte alignment would
+/// pad each to 12; the fields are only ever copied, never borrowed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, packed(2))]
 pub struct TlsDir {
     next: SeqNumber,
     /// Body bytes left in the current record (valid when `hdr_len == 5`).
@@ -240,7 +243,7 @@ mod tests {
         // Body continuation: still application data.
         assert!(d.on_segment(s0.add(1000), b.len() as u32, b));
         assert_eq!(d.hdr_len, 0);
-        assert_eq!(d.next, s0.add(r.len() as u32));
+        assert_eq!({ d.next }, s0.add(r.len() as u32));
     }
 
     #[test]
@@ -256,7 +259,7 @@ mod tests {
         let r2 = rec(23, 10);
         assert!(d.on_segment(SeqNumber(3000), r2.len() as u32, &r2));
         assert_eq!(d.state, State::Synced);
-        assert_eq!(d.next, SeqNumber(3000 + r2.len() as u32));
+        assert_eq!({ d.next }, SeqNumber(3000 + r2.len() as u32));
     }
 
     #[test]

@@ -49,11 +49,11 @@
 //!   and the TSvals a direction compares stay well within the half space
 //!   modular order needs, even with a 1 µs TSval clock.
 //!
-//! What every timestamped segment reads ([`TsHot`], 32 bytes) is inline in
-//! the TCP tracker; the rest ([`TsRtt`], 256 bytes) lives in a column of
-//! the flow table beside the flow entry, touched only when a segment
-//! brings a new TSval or a new echo. No allocation; time from capture
-//! timestamps only.
+//! A flow's state ([`TsRtt`], 256 bytes) lives in a column of the flow
+//! table beside the TCP state, touched only by segments with the option:
+//! what every such segment reads ([`TsHot`], 32 bytes) in one cache line,
+//! the rings in another, touched only when a segment brings a new TSval or
+//! a new echo. No allocation; time from capture timestamps only.
 
 use super::histogram::Histogram;
 use super::sketch::{RttSketch, Summary};
@@ -109,9 +109,9 @@ struct Head {
 }
 
 /// The part of a flow's timestamp-RTT state that every timestamped segment
-/// reads (32 bytes): kept inline in the TCP tracker, so a segment that
-/// repeats the last TSval and echo (most segments of a bulk flow) touches
-/// nothing else.
+/// reads (32 bytes), in a cache line of its own, so a segment that repeats
+/// the last TSval and echo (most segments of a bulk flow) touches nothing
+/// else.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TsHot {
     /// Capture time (µs) the ring offsets count from.
@@ -286,38 +286,39 @@ impl Pending<'_> {
     }
 }
 
-/// Per-flow timestamp-RTT state kept beside the flow entry (256 bytes,
-/// four cache lines): both rings, then the two legs' summaries (a sample
-/// writes one), then the rarely read rest. The part every segment reads,
-/// [`TsHot`], is in the TCP tracker.
+/// Per-flow timestamp-RTT state kept beside the TCP state (256 bytes,
+/// four cache lines): what every segment reads ([`TsHot`]) with the rarely
+/// read rest, then both rings, then the two legs' summaries (a sample
+/// writes one).
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
 pub struct TsRtt {
+    hot: TsHot,
+    first: [TsVal; 2],
+    bad_echo: [u32; 2],
+    missed: [u32; 2],
     /// By the direction that sent the TSvals (C2S: client TSvals, whose
     /// leg is the server leg).
     rings: Rings,
     /// By the same direction: C2S = the server leg's summary.
     legs: [RttSketch; 2],
-    first: [TsVal; 2],
-    bad_echo: [u32; 2],
-    missed: [u32; 2],
 }
 
 const _: () = assert!(size_of::<TsRtt>() == 256);
 
 impl TsRtt {
-    /// What a timestamped segment of a known flow may touch here (the
-    /// rings and the summaries; not the rarely read rest): prefetched with
-    /// the flow entry.
-    pub const HOT_BYTES: usize = 192;
+    /// What a timestamped segment of a known flow may touch here (all of
+    /// it: the first line always, the rings for a new TSval or echo, a
+    /// summary line for a sample): prefetched with the TCP state.
+    pub const HOT_BYTES: usize = 256;
 
     /// Starts afresh for a new flow whose first segment with the option is
     /// captured at `ts`.
-    pub fn start(&mut self, hot: &mut TsHot, ts: Timestamp) {
+    pub fn start(&mut self, ts: Timestamp) {
         // The rings need no clearing (the heads say they are empty), nor
         // `first` and `bad_echo` (valid only with their flags).
         self.reset_interval();
-        *hot = TsHot {
+        self.hot = TsHot {
             base_us: ts.as_micros(),
             ..TsHot::default()
         };
@@ -325,10 +326,10 @@ impl TsRtt {
 
     /// Direction `d`'s pending TSvals.
     #[inline]
-    fn pending<'a>(&'a mut self, hot: &'a mut TsHot, d: Dir) -> Pending<'a> {
+    fn pending(&mut self, d: Dir) -> Pending<'_> {
         let i = d.index();
         Pending {
-            h: &mut hot.heads[i],
+            h: &mut self.hot.heads[i],
             r: &mut self.rings.0[i],
             first: &mut self.first[i],
             bad_echo: &mut self.bad_echo[i],
@@ -341,7 +342,6 @@ impl TsRtt {
     #[inline]
     pub fn on_segment(
         &mut self,
-        hot: &mut TsHot,
         dir: Dir,
         tsval: u32,
         tsecr: Option<u32>,
@@ -349,7 +349,8 @@ impl TsRtt {
         w: &mut TsRttWorker,
     ) {
         // Most segments of a busy flow repeat the last TSval and the last
-        // echo: nothing to do, decided from the inline state alone.
+        // echo: nothing to do, decided from the first cache line alone.
+        let hot = &self.hot;
         let (me, other) = (&hot.heads[dir.index()], &hot.heads[dir.reverse().index()]);
         if me.flags & HAVE_VAL != 0
             && me.newest.0 == tsval
@@ -358,29 +359,26 @@ impl TsRtt {
             return;
         }
         let us = ts.as_micros();
-        let Some(mut off) = us.checked_sub(hot.base_us) else {
+        let Some(mut off) = us.checked_sub(self.hot.base_us) else {
             // Captured before the flow's first timestamped segment.
             w.counters.time_backwards += 1;
             return;
         };
         if off >= REBASE_AT_US {
             let cut = off - REBASE_KEEP_US;
-            hot.base_us += cut;
+            self.hot.base_us += cut;
             let cut = u32::try_from(cut).unwrap_or(u32::MAX);
             for d in [Dir::C2S, Dir::S2C] {
-                self.pending(hot, d).rebase(cut, &mut w.counters);
+                self.pending(d).rebase(cut, &mut w.counters);
             }
             off = REBASE_KEEP_US;
         }
         let off = off as u32; // < 2^30 here.
-        self.pending(hot, dir)
+        self.pending(dir)
             .on_tsval(TsVal(tsval), off, &mut w.counters);
         if let Some(e) = tsecr {
             let rev = dir.reverse();
-            match self
-                .pending(hot, rev)
-                .on_echo(TsVal(e), off, &mut w.counters)
-            {
+            match self.pending(rev).on_echo(TsVal(e), off, &mut w.counters) {
                 Echo::Sample(rtt) => {
                     self.legs[rev.index()].add(rtt);
                     w.add(rev, rtt, us);

@@ -2,7 +2,8 @@
 //! deadline, eviction when full, timeouts changed at run time, flush.
 //! Everything runs on packet time (`FlowTable::now`), never the clock.
 
-use super::{Counters, Flow, FlowConfig, FlowTable, dur_ns};
+use super::entry::{Kind, NO_HINT, TcpState};
+use super::{Flow, FlowConfig, FlowTable, IndexSlot, dur_ns};
 use crate::flow::lru::ListId;
 use crate::flow::record::{EndReason, FlowRecord};
 use crate::time::Timestamp;
@@ -12,13 +13,13 @@ impl FlowTable {
     pub(super) fn expire(&mut self, out: &mut impl FnMut(FlowRecord)) {
         let now = self.now;
         while let Some(i) = self.lists.head(ListId::Closing) {
-            if self.slab.0[i as usize].close_deadline > now {
+            if self.slab.close_deadline(i) > now {
                 break;
             }
             self.end(i, EndReason::End, out);
         }
         while let Some(i) = self.lists.head(ListId::Lru) {
-            let f = &mut self.slab.0[i as usize];
+            let f = &mut self.slab.flows[i as usize];
             if now.nanos_since(f.lru_at) < self.cfg_idle_ns {
                 break;
             }
@@ -34,18 +35,16 @@ impl FlowTable {
             }
         }
         while let Some(i) = self.lists.head(ListId::Active) {
-            let f = &mut self.slab.0[i as usize];
+            let f = &self.slab.flows[i as usize];
             if now.nanos_since(f.anchor) < self.cfg_active_ns {
                 break;
             }
             if f.packets() > 0 {
                 self.stats.records += 1;
-                out(f.record(EndReason::Active, self.ts_col.get(i as usize)));
+                out(self.record(i, EndReason::Active));
             }
-            f.dirs = [Counters::default(); 2];
-            f.metrics.reset_interval(self.ts_col.get_mut(i as usize));
-            f.seq_in_flow = f.seq_in_flow.wrapping_add(1);
-            f.anchor = now;
+            self.reset_interval(i);
+            self.slab.flows[i as usize].anchor = now;
             self.lists.move_to_back(&mut self.slab, ListId::Active, i);
         }
         self.next_deadline = self.earliest_deadline();
@@ -53,7 +52,7 @@ impl FlowTable {
 
     /// The earliest time any list head is due (exact after `expire`).
     pub(super) fn earliest_deadline(&self) -> Timestamp {
-        let slab = &self.slab.0;
+        let slab = &self.slab.flows;
         let at = |l: ListId, due: &dyn Fn(&Flow) -> Timestamp| {
             self.lists
                 .head(l)
@@ -61,7 +60,11 @@ impl FlowTable {
         };
         let idle = self.cfg_idle_ns;
         let active = self.cfg_active_ns;
-        at(ListId::Closing, &|f| f.close_deadline)
+        let closing = self
+            .lists
+            .head(ListId::Closing)
+            .map_or(Timestamp(u64::MAX), |i| self.slab.close_deadline(i));
+        closing
             .min(at(ListId::Lru, &|f| f.lru_at.saturating_add_nanos(idle)))
             .min(at(ListId::Active, &|f| {
                 f.anchor.saturating_add_nanos(active)
@@ -78,7 +81,7 @@ impl FlowTable {
             let Some(i) = self.lists.head(ListId::Lru) else {
                 return;
             };
-            let f = &mut self.slab.0[i as usize];
+            let f = &mut self.slab.flows[i as usize];
             if f.last <= f.lru_at {
                 break;
             }
@@ -97,20 +100,30 @@ impl FlowTable {
     /// whose slab entry and index slot would each cost a memory round trip
     /// on the critical path. So each eviction prepares the next ones: the
     /// entry after the new head is prefetched (the head itself was, by the
-    /// eviction before), and so is the head's index slot, from the address
-    /// it was inserted at.
+    /// eviction before), and so are the head's TCP state and index slot,
+    /// the latter from the address it was inserted at.
     fn warm_next_victims(&self) {
         let Some(head) = self.lists.head(ListId::Lru) else {
             return;
         };
-        let Some(f) = self.slab.0.get(head as usize) else {
+        let Some(f) = self.slab.flows.get(head as usize) else {
             return;
         };
-        let next = f.links.next[ListId::Lru as usize];
-        if let Some(n) = self.slab.0.get(next as usize) {
+        let next = f.links[ListId::Lru as usize].next;
+        if let Some(n) = self.slab.flows.get(next as usize) {
             super::prefetch(n, std::mem::size_of::<Flow>());
         }
-        super::prefetch(f.index_hint as *const u8, 1);
+        // The head's entry is in cache by now: its TCP state, which its
+        // record reads, can be on its way too.
+        if f.kind == Kind::Tcp
+            && let Some(t) = self.slab.tcp.get(f.side)
+        {
+            super::prefetch(t, std::mem::size_of::<TcpState>());
+        }
+        if f.index_hint != NO_HINT {
+            let off = f.index_hint as isize * size_of::<IndexSlot>() as isize;
+            super::prefetch(self.hint_base.wrapping_add_signed(off) as *const u8, 1);
+        }
     }
 
     /// Applies new idle/active/linger timeouts to the running table (config

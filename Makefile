@@ -23,9 +23,12 @@ lint:
 
 unit:
 	mkdir -p target
-	set -o pipefail; cargo test --workspace --all-targets 2>&1 | tee target/test.log
-	@awk '/^test result:/ { p += $$4; f += $$6; i += $$8 } \
-	  END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, i }' target/test.log
+	# Every test binary runs even after a failure, so one run shows every
+	# failing test; the summary line comes last either way.
+	set -o pipefail; cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee target/test.log; rc=$$?; \
+	awk '/^test result:/ { p += $$4; f += $$6; i += $$8 } \
+	  END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, i }' target/test.log; \
+	exit $$rc
 
 fuzz:
 	FUZZ_SECONDS=60 fuzz/smoke.sh

@@ -6,7 +6,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 # The probe's main job on a built-in default: no NIC or collector needed.
 demo: bootstrap
-	cargo build --release --quiet -p xdprobe -p xdprobe-demo
+	cargo build --release --quiet -p xdprobe --bins
 	target/release/xdprobe demo
 
 # Every test: format, lints, a bounded fuzz run (60 s split across the fuzz

@@ -292,7 +292,16 @@ fn ten_thousand_connections_none_missed_none_twice_map_empty_after() {
     for (p, w) in &want {
         let g = got.get(p).copied().unwrap_or(0);
         assert!(g <= *w, "port {p} reported {g} times, connected {w} times");
-        assert!(g >= *w, "port {p}: {} of {w} connections missed", w - g);
+        assert!(
+            g >= *w,
+            "port {p}: {} of {w} connections missed ({} reported of {n}); the probe's counters: {}",
+            w - g,
+            mine.len(),
+            err.lines()
+                .filter(|l| l.contains("connlat done"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
     }
     assert!(
         got.keys().all(|p| want.contains_key(p)),

@@ -70,7 +70,7 @@ pub fn probe_binary() -> anyhow::Result<PathBuf> {
     on_path.ok_or_else(|| {
         anyhow::anyhow!(
             "the demo runs the probe binary `xdprobe`, which is neither beside this one nor on PATH \
-             (build both: cargo build --release -p xdprobe -p xdprobe-demo; or set XDPROBE_BIN)"
+             (build both: cargo build --release -p xdprobe --bins; or set XDPROBE_BIN)"
         )
     })
 }

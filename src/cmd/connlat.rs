@@ -95,32 +95,7 @@ pub fn run(a: ConnlatArgs) -> anyhow::Result<ExitCode> {
             break;
         }
         let mut print = |c: Connection| {
-            let r = if a.json {
-                let mut v = serde_json::to_value(&c).unwrap_or_default();
-                v["start_us"] = clock.unix_us(c.start_ns).into();
-                serde_json::to_writer(&mut out, &v)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| out.write_all(b"\n"))
-            } else {
-                let ts = if a.timestamp {
-                    format!("{:<9.3} ", c.start_ns.saturating_sub(t0) as f64 / 1e9)
-                } else {
-                    String::new()
-                };
-                writeln!(
-                    out,
-                    "{ts}{:<7} {:<16} {:<2} {:<25} {:<25} {:>5} {:>9.3} {}",
-                    c.pid,
-                    c.comm,
-                    if c.src.is_ipv4() { 4 } else { 6 },
-                    c.src,
-                    c.dst,
-                    c.dport,
-                    c.latency.as_secs_f64() * 1e3,
-                    outcome(&c)
-                )
-            };
-            if let Err(e) = r {
+            if let Err(e) = write_connection(&mut out, &a, &clock, t0, &c) {
                 err.get_or_insert(e);
             }
         };
@@ -140,8 +115,9 @@ pub fn run(a: ConnlatArgs) -> anyhow::Result<ExitCode> {
         }
         wait_readable(probe.fd(), 50);
     }
+    // What arrived after the last poll, written as every other line.
     probe.drain(|c| {
-        let _ = writeln!(out, "{}", serde_json::to_string(&c).unwrap_or_default());
+        let _ = write_connection(&mut out, &a, &clock, t0, &c);
     });
     let c = probe.counters();
     tracing::info!(
@@ -154,6 +130,39 @@ pub fn run(a: ConnlatArgs) -> anyhow::Result<ExitCode> {
         "connlat done"
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// One connection as a line of the table, or as a JSON object (`--json`).
+fn write_connection(
+    out: &mut impl Write,
+    a: &ConnlatArgs,
+    clock: &WallClock,
+    t0: u64,
+    c: &Connection,
+) -> std::io::Result<()> {
+    if a.json {
+        let mut v = serde_json::to_value(c).unwrap_or_default();
+        v["start_us"] = clock.unix_us(c.start_ns).into();
+        serde_json::to_writer(&mut *out, &v).map_err(std::io::Error::from)?;
+        return out.write_all(b"\n");
+    }
+    let ts = if a.timestamp {
+        format!("{:<9.3} ", c.start_ns.saturating_sub(t0) as f64 / 1e9)
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "{ts}{:<7} {:<16} {:<2} {:<25} {:<25} {:>5} {:>9.3} {}",
+        c.pid,
+        c.comm,
+        if c.src.is_ipv4() { 4 } else { 6 },
+        c.src,
+        c.dst,
+        c.dport,
+        c.latency.as_secs_f64() * 1e3,
+        outcome(c)
+    )
 }
 
 fn wait_readable(fd: std::os::fd::RawFd, timeout_ms: i32) {

@@ -36,7 +36,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     let Some(bin) = demo_binary() else {
         anyhow::bail!(
             "the demo is a binary of its own, `xdprobe-demo`, not found beside this one or on PATH \
-             (build it: cargo build --release -p xdprobe-demo, or run `make demo`)"
+             (build it: cargo build --release --bin xdprobe-demo, or run `make demo`)"
         );
     };
     let mut cmd = Command::new(&bin);

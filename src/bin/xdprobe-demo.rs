@@ -102,7 +102,7 @@ fn parse_pct(s: &str) -> Result<f64, String> {
 /// installed beside it.
 fn demo_capture() -> anyhow::Result<PathBuf> {
     let candidates = [
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../assets/demo.pcap"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/demo.pcap"),
         std::env::current_exe()?
             .parent()
             .map(|d| d.join("demo.pcap"))

@@ -65,8 +65,11 @@ fn a_delaying_bridge_grows_t4_and_nothing_else() {
         seg(&plain, "T4", "p50_us"),
         seg(&delayed, "T4", "p50_us")
     );
+    // Above the delay by at most 10 %: the user-space bridge forwards each
+    // frame after its own wake-up, which on a loaded 2-vCPU machine is late
+    // by up to a few hundred µs (that lateness is on the wire, so in T4).
     assert!(
-        t4 >= want && t4 <= want + 300.0,
+        t4 >= want && t4 <= want * 1.1,
         "T4 grew by {t4} µs for a {want} µs one-way delay"
     );
     for n in ["T1", "T2", "T3", "T5", "T6", "T7"] {

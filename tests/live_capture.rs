@@ -317,6 +317,7 @@ fn assert_agrees(test: &str, cmp: &mut Compared, metrics: &str) {
 
 #[test]
 fn live_one_queue_agrees_with_tshark() {
+    let _serial = xdprobe_test_support::serial();
     let Some((mut cmp, metrics)) =
         live_run("live_one_queue_agrees_with_tshark", 1, Vec::new(), 19461)
     else {
@@ -327,6 +328,7 @@ fn live_one_queue_agrees_with_tshark() {
 
 #[test]
 fn live_two_queues_hand_off_and_agree_with_tshark() {
+    let _serial = xdprobe_test_support::serial();
     let Some((mut cmp, metrics)) = live_run(
         "live_two_queues_hand_off_and_agree_with_tshark",
         2,
@@ -352,6 +354,7 @@ fn live_two_queues_hand_off_and_agree_with_tshark() {
 #[test]
 #[ignore = "measurement: prints the RTT error of read-time stamps"]
 fn measure_read_time_stamps_rtt_error() {
+    let _serial = xdprobe_test_support::serial();
     let Some((mut cmp, _)) = live_run(
         "measure_read_time_stamps_rtt_error",
         1,

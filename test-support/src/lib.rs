@@ -14,3 +14,12 @@ mod tmp;
 
 pub use skip::{have, in_ci, is_root, require, require_root, require_tool};
 pub use tmp::TempDir;
+
+/// Runs the tests of one binary that take this one at a time: tests that
+/// time real traffic through a user-space bridge must not share the
+/// machine's two cores with another such test (a starved worker or bridge
+/// shows as misordered frames or extra delay). Tolerates a panicked holder.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}

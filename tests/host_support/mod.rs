@@ -22,10 +22,7 @@ pub const SERVER_IP6: &str = "2001:db8::2";
 
 /// Host tests run one at a time: they count the programs loaded on the
 /// whole kernel, and each probe watches every flow of its ports.
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub use xdprobe_test_support::serial;
 
 /// `CLOCK_MONOTONIC` in ns: the clock the kernel programs stamp with.
 pub fn mono_ns() -> u64 {

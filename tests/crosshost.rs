@@ -19,8 +19,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crosshost_support::{
-    DA6, DB4, DB6, M4, M6, METRICS_PORT, Middle, Proc, Rig, flow, metric, reports, rounds, scrape,
-    timed_duplex,
+    DA6, DB4, DB6, M4, M6, METRICS_PORT, Middle, Rig, bridge_transit_us, flow, metric, reports,
+    rounds, scrape, tcpdump, timed_duplex,
 };
 use host_support::{Timed, median};
 use live_support::require_root;
@@ -137,68 +137,6 @@ fn p50(r: &Value, seg: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {seg} in {r}"))
 }
 
-/// Per direction, the median time a data frame spent in the bridge, from
-/// captures of both its ports: frames matched by (source, sequence
-/// number). `(A→B, B→A)` in µs.
-fn bridge_transit_us(ra: &std::path::Path, rb: &std::path::Path, a_src: &str) -> (f64, f64) {
-    let frames = |p: &std::path::Path| -> std::collections::HashMap<(String, u64), f64> {
-        let o = std::process::Command::new("tshark")
-            .args([
-                "-n",
-                "-r",
-                p.to_str().unwrap(),
-                "-Y",
-                "tcp.len > 0",
-                "-T",
-                "fields",
-            ])
-            .args([
-                "-e",
-                "frame.time_epoch",
-                "-e",
-                "ip.src",
-                "-e",
-                "ipv6.src",
-                "-e",
-                "tcp.seq_raw",
-            ])
-            .output()
-            .expect("tshark");
-        let mut m = std::collections::HashMap::new();
-        for l in String::from_utf8_lossy(&o.stdout).lines() {
-            let f: Vec<&str> = l.split('\t').collect();
-            if f.len() < 4 {
-                continue;
-            }
-            let src = if f[1].is_empty() { f[2] } else { f[1] };
-            if let (Ok(t), Ok(seq)) = (f[0].parse::<f64>(), f[3].parse::<u64>()) {
-                // The first sighting: a retransmission is not the frame.
-                m.entry((src.to_owned(), seq)).or_insert(t);
-            }
-        }
-        m
-    };
-    let (at_a, at_b) = (frames(ra), frames(rb));
-    let (mut ab, mut ba) = (Vec::new(), Vec::new());
-    for (k, &ta) in &at_a {
-        if let Some(&tb) = at_b.get(k) {
-            let d = ((tb - ta) * 1e9) as i64;
-            if k.0 == a_src {
-                ab.push(d as u64);
-            } else {
-                ba.push((-d) as u64);
-            }
-        }
-    }
-    assert!(
-        ab.len() > 50 && ba.len() > 50,
-        "frames matched: {} {}",
-        ab.len(),
-        ba.len()
-    );
-    (median(&ab) as f64 / 1000.0, median(&ba) as f64 / 1000.0)
-}
-
 /// T4 ≈ the bridge's delay (as the captures on its ports measured it); T8
 /// agrees with the application's own one-way times; the segments add up
 /// to T8.
@@ -252,29 +190,6 @@ fn wait_reports(rig: &Rig, port: u16, limit: Duration) -> Vec<Value> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn tcpdump(ns: &live_support::NetNs, iface: &str, filter: &str, out: &std::path::Path) -> Proc {
-    let p = Proc::spawn_cmd(
-        ns,
-        "tcpdump",
-        &[
-            "-i",
-            iface,
-            // Every packet written as it comes: a stopped tcpdump must not
-            // leave the last ones in its ring buffer.
-            "--immediate-mode",
-            "-U",
-            "-s",
-            "0",
-            "-w",
-            out.to_str().unwrap(),
-            filter,
-        ],
-        &out.with_extension("err"),
-    );
-    p.wait_log(&["listening on"], Duration::from_secs(10));
-    p
 }
 
 #[test]
@@ -394,10 +309,14 @@ fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
             rtt >= 2.0 * d_us - 20.0 && rtt <= 2.0 * d_us + 5_000.0,
             "RTT {rtt}"
         );
-        // Each direction's T4 is checked above against the bridge's transit
-        // as captured, which on a loaded VM runs a few % over the
-        // configured delay.
-        assert!(t4 >= d_us && t4 <= 1.15 * d_us, "T4 {t4}");
+        // Each direction's T4 against the frames' transit through the
+        // bridge as captured on its two ports (on a loaded VM a user-space
+        // wake-up runs late, and that lateness is on the wire, so in T4).
+        let transit = if v["direction"] == "c2s" { t_ab } else { t_ba };
+        assert!(
+            t4 >= d_us - 10.0 && (t4 - transit).abs() <= (0.05 * transit).max(50.0),
+            "T4 {t4}, transit as captured {transit}"
+        );
         assert_eq!(v["wire"]["server_port"], port);
     }
 

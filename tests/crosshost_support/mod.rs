@@ -592,3 +592,105 @@ pub fn loaded_clocksync_programs() -> usize {
             .count()
     })
 }
+
+/// Each data frame's time in the bridge (ns), A→B and B→A, from captures
+/// of both its ports: frames matched by (source, sequence number).
+fn transit_samples(ra: &Path, rb: &Path, a_src: &str) -> (Vec<u64>, Vec<u64>) {
+    let frames = |p: &std::path::Path| -> std::collections::HashMap<(String, u64), f64> {
+        let o = std::process::Command::new("tshark")
+            .args([
+                "-n",
+                "-r",
+                p.to_str().unwrap(),
+                "-Y",
+                "tcp.len > 0",
+                "-T",
+                "fields",
+            ])
+            .args([
+                "-e",
+                "frame.time_epoch",
+                "-e",
+                "ip.src",
+                "-e",
+                "ipv6.src",
+                "-e",
+                "tcp.seq_raw",
+            ])
+            .output()
+            .expect("tshark");
+        let mut m = std::collections::HashMap::new();
+        for l in String::from_utf8_lossy(&o.stdout).lines() {
+            let f: Vec<&str> = l.split('\t').collect();
+            if f.len() < 4 {
+                continue;
+            }
+            let src = if f[1].is_empty() { f[2] } else { f[1] };
+            if let (Ok(t), Ok(seq)) = (f[0].parse::<f64>(), f[3].parse::<u64>()) {
+                // The first sighting: a retransmission is not the frame.
+                m.entry((src.to_owned(), seq)).or_insert(t);
+            }
+        }
+        m
+    };
+    let (at_a, at_b) = (frames(ra), frames(rb));
+    let (mut ab, mut ba) = (Vec::new(), Vec::new());
+    for (k, &ta) in &at_a {
+        if let Some(&tb) = at_b.get(k) {
+            let d = ((tb - ta) * 1e9) as i64;
+            if k.0 == a_src {
+                ab.push(d as u64);
+            } else {
+                ba.push((-d) as u64);
+            }
+        }
+    }
+    (ab, ba)
+}
+
+/// Per direction, the median time a data frame spent in the bridge, from
+/// captures of both its ports: frames matched by (source, sequence
+/// number). `(A→B, B→A)` in µs.
+pub fn bridge_transit_us(ra: &Path, rb: &Path, a_src: &str) -> (f64, f64) {
+    let (ab, ba) = transit_samples(ra, rb, a_src);
+    assert!(
+        ab.len() > 50 && ba.len() > 50,
+        "frames matched: {} {}",
+        ab.len(),
+        ba.len()
+    );
+    let us = |v: &[u64]| crate::host_support::median(v) as f64 / 1000.0;
+    (us(&ab), us(&ba))
+}
+
+/// The median A→B transit of data frames through the bridge, in µs, for
+/// traffic that carries data one way only.
+pub fn bridge_transit_a_to_b_us(ra: &Path, rb: &Path, a_src: &str) -> f64 {
+    let (ab, _) = transit_samples(ra, rb, a_src);
+    assert!(ab.len() > 50, "frames matched A→B: {}", ab.len());
+    crate::host_support::median(&ab) as f64 / 1000.0
+}
+
+/// tcpdump on `iface` in `ns`, writing every packet as it comes.
+pub fn tcpdump(ns: &NetNs, iface: &str, filter: &str, out: &Path) -> Proc {
+    let p = Proc::spawn_cmd(
+        ns,
+        "tcpdump",
+        &[
+            "-i",
+            iface,
+            // Every packet written as it comes: a stopped tcpdump must not
+            // leave the last ones in its ring buffer.
+            "--immediate-mode",
+            "-U",
+            "-s",
+            "0",
+            "-w",
+            out.to_str().unwrap(),
+            filter,
+        ],
+        &out.with_extension("err"),
+    );
+    p.wait_log(&["listening on"], Duration::from_secs(10));
+    p
+}

@@ -94,9 +94,19 @@ fn a_delaying_bridge_grows_t4_and_nothing_else() {
         .into_iter()
         .map(|n| (n, grow(n)))
         .collect();
-    eprintln!("the other segments' p50 moved by (µs): {moved:.1?}");
+    eprintln!(
+        "the other segments' p50 moved by (µs): {moved:.1?}; T7 {:.1} → {:.1} µs",
+        seg(&plain, "T7", "p50_us"),
+        seg(&delayed, "T7", "p50_us")
+    );
+    // A segment the delay was put in by mistake would grow by all 5 ms:
+    // none grows by 5 % of it. T7 holds the reader's wake-up, which drops
+    // through the user-space bridge (the frames no longer arrive in the
+    // sender's own softirq on the reader's vCPU: 85–117 µs → 30–40 µs
+    // seen), so only its growth is bounded; the others stay within 5 %.
     for (n, g) in moved {
-        assert!(g.abs() < 100.0, "{n} moved by {g} µs");
+        let ok = g < 0.05 * want && (n == "T7" || g > -0.05 * want);
+        assert!(ok, "{n} moved by {g} µs");
     }
 }
 

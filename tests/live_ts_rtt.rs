@@ -8,17 +8,20 @@
 //! every segment it receives. It is read from a tracefs instance of this
 //! test's own (the trace pipe, clock `mono`), independent of the probe.
 //! For each bulk flow and delay, the sum of the two legs' medians in its
-//! interval records must be within 5 % + 500 µs of the `srtt` its sender
+//! interval records must be within 5 % + 1 ms of the `srtt` its sender
 //! reported over the same intervals (medians over the phase's intervals),
-//! and each interval between 2 × and 3 × the configured one-way delay; the
+//! the growth between the two delays within 5 % of the srtt's growth, and
+//! each interval between 2 × and 3 × the configured one-way delay; the
 //! first interval that starts after the delay change shows the new delay.
 //! The Prometheus summary counts every sample the records hold.
 //!
-//! The 500 µs is what the kernel counts and the wire does not: both hosts'
+//! The 1 ms is what the kernel counts and the wire does not: both hosts'
 //! stacks (socket to wire and back) on every sample, and a smoothed mean
 //! over a right-skewed distribution against a median. It is absolute, not
-//! relative: the kernel's srtt read 400–580 µs above the legs at 10 ms and
-//! 200–300 µs above at 40 ms in CI (5.1 % once at 10 ms).
+//! relative, and it grows with the load on the shared vCPUs: the kernel's
+//! srtt read 400–600 µs above the legs at 10 ms and 200–300 µs above at
+//! 40 ms in CI, 970 µs at 10 ms with both vCPUs busy. Across the delay
+//! change it cancels: the growth is the sharp check (0.9–3 % apart seen).
 
 mod live_support;
 
@@ -491,7 +494,9 @@ fn live_ts_rtt_follows_the_delay_and_agrees_with_the_kernels_srtt() {
         }
         // Per phase: the intervals' sums of medians against the kernel's
         // srtt over the same intervals, 5 % plus the hosts' own stack time
-        // (see the top of this file).
+        // (see the top of this file); then the change between the phases,
+        // 5 %.
+        let mut per_phase: [Option<(u64, u64)>; 2] = [None, None];
         for (i, p) in phases.iter().enumerate() {
             let (Some(sum), Some(srtt)) = (
                 median(p.iter().map(|x| x.0).collect()),
@@ -506,7 +511,8 @@ fn live_ts_rtt_follows_the_delay_and_agrees_with_the_kernels_srtt() {
                 p.len(),
                 dev * 100.0
             );
-            let allowed = srtt as f64 * 0.05 + 500.0;
+            per_phase[i] = Some((sum, srtt));
+            let allowed = srtt as f64 * 0.05 + 1000.0;
             if p.len() < 3 || (sum as f64 - srtt as f64).abs() > allowed {
                 problems.push(format!(
                     "{port} phase {i}: {} intervals, legs' medians {sum} µs vs kernel srtt {srtt} µs ({:.1} % apart, {allowed:.0} µs allowed)",
@@ -515,6 +521,22 @@ fn live_ts_rtt_follows_the_delay_and_agrees_with_the_kernels_srtt() {
                 ));
             }
             checked += p.len();
+        }
+        // The change of delay as both see it: the hosts' own stack time is
+        // in both phases' srtt and cancels, so this is the sharp check.
+        if let [Some((l0, k0)), Some((l1, k1))] = per_phase {
+            let (legs, kernel) = (l1 as f64 - l0 as f64, k1 as f64 - k0 as f64);
+            let dev = (legs - kernel).abs() / kernel;
+            eprintln!(
+                "  the delay change: legs' medians grew {legs:.0} µs, kernel srtt {kernel:.0} µs, {:.1} % apart",
+                dev * 100.0
+            );
+            if dev > 0.05 {
+                problems.push(format!(
+                    "{port}: the delay change grew the legs {legs:.0} µs, the kernel's srtt {kernel:.0} µs ({:.1} % apart)",
+                    dev * 100.0
+                ));
+            }
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));

@@ -23,7 +23,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput};
-use xdprobe_dataplane::source::pcap::{PcapReader, RawPacket};
+use xdprobe_dataplane::source::{Frame, pcap::PcapReader};
 use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker};
 
@@ -64,7 +64,7 @@ fn pass(cfg: &FlowConfig, capture: &[u8], drive: Drive) -> Duration {
             }
         }
         Drive::Batched => loop {
-            let mut batch = [RawPacket::default(); BATCH];
+            let mut batch = [Frame::default(); BATCH];
             match reader.next_batch(&mut batch) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => worker.on_batch(&batch[..n], &mut out),

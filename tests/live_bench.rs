@@ -25,9 +25,9 @@ use xdprobe::live::{
     sink::RecordSink,
     worker::{Control, QueueWorker, Snapshot},
     xdp::{AttachMode, XdpFilter, XdpOptions, XdpProgram},
-    xsk::{BindMode, XskOptions, XskSocket},
 };
 use xdprobe_dataplane::FlowConfig;
+use xdprobe_dataplane::source::afxdp::{BindMode, XskOptions, XskSocket};
 
 const SEND_FOR: Duration = Duration::from_secs(3);
 const FLOWS: u16 = 1024;

@@ -11,8 +11,8 @@ use live_support::{NetNs, VethOpts, addr, neigh, require_root, veth};
 use xdprobe::live::{
     clock::{TaiClock, unix_now},
     xdp::{AttachMode, XdpFilter, XdpOptions, XdpProgram},
-    xsk::{BindMode, XskOptions, XskSocket},
 };
+use xdprobe_dataplane::source::afxdp::{BindMode, XskOptions, XskSocket};
 
 #[test]
 fn af_xdp_receives_every_frame_with_an_xdp_timestamp() {

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use criterion::{Criterion, Throughput};
 use xdprobe_dataplane::output::{Format, JsonRecord, RecordWriter};
-use xdprobe_dataplane::source::pcap::{PcapReader, RawPacket};
+use xdprobe_dataplane::source::{Frame, pcap::PcapReader};
 use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker};
 
@@ -33,7 +33,7 @@ fn records() -> Vec<FlowRecord> {
     let mut out = Vec::new();
     let mut emit = |r: FlowRecord| out.push(r);
     loop {
-        let mut batch = [RawPacket::default(); BATCH];
+        let mut batch = [Frame::default(); BATCH];
         let n = reader.next_batch(&mut batch).expect("clean capture");
         if n == 0 {
             break;

@@ -10,8 +10,11 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use xdprobe_dataplane::source::pcap::{PcapError, PcapReader, RawPacket};
 use xdprobe_dataplane::source::reorder::TimeOrdered;
+use xdprobe_dataplane::source::{
+    Frame,
+    pcap::{PcapError, PcapReader},
+};
 
 /// Reads every packet; returns (packets, captured bytes, timestamp checksum)
 /// so that nothing can be optimised away.
@@ -30,7 +33,7 @@ fn drain_ordered<B: AsRef<[u8]>>(r: PcapReader<B>) -> Result<(u64, u64, u64), Pc
     let (mut n, mut bytes, mut ts) = (0u64, 0u64, 0u64);
     let mut t = TimeOrdered::new(r);
     loop {
-        let mut batch = [RawPacket::default(); 16];
+        let mut batch = [Frame::default(); 16];
         let k = t.next_batch(&mut batch)?;
         if k == 0 {
             return Ok((n, bytes, ts));

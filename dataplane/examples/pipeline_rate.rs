@@ -11,8 +11,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use xdprobe_dataplane::source::pcap::{PcapReader, RawPacket};
 use xdprobe_dataplane::source::reorder::TimeOrdered;
+use xdprobe_dataplane::source::{Frame, pcap::PcapReader};
 use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, Worker};
 
@@ -21,7 +21,7 @@ fn run<B: AsRef<[u8]>>(mut reader: PcapReader<B>, cfg: &FlowConfig) -> (u64, u64
     let mut records = 0u64;
     let mut emit = |_r| records += 1;
     loop {
-        let mut batch = [RawPacket::default(); BATCH];
+        let mut batch = [Frame::default(); BATCH];
         match reader.next_batch(&mut batch) {
             Ok(0) => break,
             Ok(n) => worker.on_batch(&batch[..n], &mut emit),
@@ -38,7 +38,7 @@ fn run_ordered<B: AsRef<[u8]>>(reader: PcapReader<B>, cfg: &FlowConfig) -> (u64,
     let mut emit = |_r| records += 1;
     let mut reader = TimeOrdered::new(reader);
     loop {
-        let mut batch = [RawPacket::default(); BATCH];
+        let mut batch = [Frame::default(); BATCH];
         match reader.next_batch(&mut batch) {
             Ok(0) => break,
             Ok(n) => worker.on_batch(&batch[..n], &mut emit),

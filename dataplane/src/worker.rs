@@ -9,7 +9,7 @@ use crate::flow::table::Prepared;
 use crate::flow::{FlowConfig, FlowTable, TableStats};
 use crate::metrics::tsrtt::TsRttWorker;
 use crate::parse::{self, DropCounters, DropReason, LinkType, PacketMeta};
-use crate::source::pcap::RawPacket;
+use crate::source::Frame;
 
 /// Frames a batch prepares before processing: enough to cover a memory
 /// latency with the work of the others, few enough that the prefetched
@@ -118,7 +118,7 @@ impl Worker {
     /// order. The cache misses of a batch overlap instead of stalling one
     /// packet at a time. Same
     /// result as calling [`on_frame`](Self::on_frame) for each.
-    pub fn on_batch(&mut self, frames: &[RawPacket<'_>], out: &mut impl FnMut(FlowRecord)) {
+    pub fn on_batch(&mut self, frames: &[Frame<'_>], out: &mut impl FnMut(FlowRecord)) {
         for chunk in frames.chunks(BATCH) {
             let mut ready: [Option<(PacketMeta<'_>, Prepared)>; BATCH] = [None; BATCH];
             for (slot, f) in ready.iter_mut().zip(chunk) {

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use xdprobe_dataplane::source::pcap::{PcapReader, RawPacket};
+use xdprobe_dataplane::source::{Frame, pcap::PcapReader};
 use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker};
 
@@ -31,7 +31,7 @@ fn batched(bytes: &[u8], cfg: &FlowConfig) -> Vec<FlowRecord> {
     let mut w = Worker::new(cfg);
     let mut out = vec![];
     loop {
-        let mut batch = [RawPacket::default(); BATCH];
+        let mut batch = [Frame::default(); BATCH];
         match r.next_batch(&mut batch).unwrap() {
             0 => break,
             n => w.on_batch(&batch[..n], &mut |x| out.push(x)),

@@ -15,7 +15,10 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use xdprobe_dataplane::output::{Format, RecordWriter};
-use xdprobe_dataplane::source::pcap::{PcapReader, RawPacket, StreamReader};
+use xdprobe_dataplane::source::{
+    Frame,
+    pcap::{PcapReader, StreamReader},
+};
 use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker};
 use xdprobe_exporter::encode::record::ntp_micros;
@@ -45,7 +48,7 @@ fn run(file: &[u8], cfg: &FlowConfig, batched: bool) -> Option<(Vec<FlowRecord>,
     let mut out = Vec::new();
     loop {
         if batched {
-            let mut batch = [RawPacket::default(); BATCH];
+            let mut batch = [Frame::default(); BATCH];
             match reader.next_batch(&mut batch) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => worker.on_batch(&batch[..n], &mut |r| out.push(r)),
@@ -84,7 +87,7 @@ fn run_streamed(file: &[u8], cfg: &FlowConfig, piece: usize) -> Vec<FlowRecord> 
     let mut worker = Worker::new(cfg);
     let mut out = Vec::new();
     loop {
-        let mut batch = [RawPacket::default(); BATCH];
+        let mut batch = [Frame::default(); BATCH];
         match reader.next_batch(&mut batch) {
             Ok(0) | Err(_) => break,
             Ok(n) => worker.on_batch(&batch[..n], &mut |r| out.push(r)),

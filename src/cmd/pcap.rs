@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::ValueEnum;
 use xdprobe::budget::{self, Estimate};
 use xdprobe_dataplane::output::{Format, RecordWriter};
-use xdprobe_dataplane::source::pcap::{Capture, RawPacket};
+use xdprobe_dataplane::source::{Frame, pcap::Capture};
 use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker, WorkerStats};
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ProbeCounters};
@@ -240,7 +240,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             }
         };
         // Before the workers: the capture filter, then the progress bar.
-        let mut hook = |batch: &mut [RawPacket<'_>], offset: u64| {
+        let mut hook = |batch: &mut [Frame<'_>], offset: u64| {
             let kept = match filter.as_mut() {
                 None => batch.len(),
                 Some(f) => f.retain(batch)?,
@@ -252,7 +252,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             Some(mut worker) if workers.is_empty() => {
                 let mut emit = |rec| output(Some(rec));
                 let read_result = loop {
-                    let mut batch = [RawPacket::default(); BATCH];
+                    let mut batch = [Frame::default(); BATCH];
                     // Where this batch starts (the batch borrows the reader after).
                     let offset = reader.offset();
                     let n = match reader.next_batch(&mut batch) {

@@ -7,7 +7,7 @@
 //! the capture uses (a pcapng file may mix interfaces of several), compiled
 //! when a frame of that type first arrives.
 
-use xdprobe_dataplane::source::pcap::RawPacket;
+use xdprobe_dataplane::source::Frame;
 use xdprobe_filter::{FilterError, LinkType, Program};
 
 /// Snap length the programs are compiled for: the reader's own limit, so
@@ -42,7 +42,7 @@ impl FrameFilter {
     /// Keeps the frames of `batch` the expression accepts at its front, in
     /// order, and returns how many. An error: the expression means nothing
     /// for a link type the capture uses (`ether host` on raw IP).
-    pub fn retain(&mut self, batch: &mut [RawPacket<'_>]) -> Result<usize, FilterError> {
+    pub fn retain(&mut self, batch: &mut [Frame<'_>]) -> Result<usize, FilterError> {
         let mut kept = 0;
         for i in 0..batch.len() {
             let p = batch[i];
@@ -94,12 +94,12 @@ mod tests {
         f
     }
 
-    fn frame(linktype: u32, data: &[u8]) -> RawPacket<'_> {
-        RawPacket {
+    fn frame(linktype: u32, data: &[u8]) -> Frame<'_> {
+        Frame {
             linktype,
             data,
             wire_len: data.len() as u32,
-            ..RawPacket::default()
+            ..Frame::default()
         }
     }
 

@@ -29,6 +29,7 @@ use std::{
 
 use xdprobe_config::{Config, Mode};
 use xdprobe_dataplane::FlowConfig;
+use xdprobe_dataplane::source::afxdp::{BindMode, XskError, XskOptions, XskSocket};
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ExporterError, ProbeCounters};
 
 use super::{
@@ -39,7 +40,6 @@ use super::{
     sink::{RecordSink, spawn_json_writer},
     worker::{Control, QueueWorker, Snapshot},
     xdp::{AttachMode, XdpError, XdpFilter, XdpOptions, XdpProgram},
-    xsk::{BindMode, XskError, XskOptions, XskSocket},
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,7 @@
 //! Live capture, in the order a frame travels: `xdp` (the kernel program's
-//! loader: filter, timestamp, redirect) → `xsk` (one AF_XDP socket and UMEM
-//! per RX queue) → `worker` (one pinned thread per queue; `steer` and
+//! loader: filter, timestamp, redirect) → the AF_XDP source
+//! (`xdprobe_dataplane::source::afxdp`: one socket and UMEM per RX queue,
+//! beside the pcap source) → `worker` (one pinned thread per queue; `steer` and
 //! `handoff` bring both directions of a flow to one worker) → `sink`
 //! (records to the exporter / JSON) ; `prom` and `daemon` (signals, reload,
 //! privileges) run the whole as `xdprobe run`.
@@ -17,4 +18,3 @@ pub mod sink;
 pub mod steer;
 pub mod worker;
 pub mod xdp;
-pub mod xsk;

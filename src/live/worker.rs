@@ -13,8 +13,13 @@ use std::{
 };
 
 use xdprobe_dataplane::{
-    FlowConfig, FlowRecord, Timestamp, Worker, WorkerStats, parse::LinkType,
-    source::pcap::RawPacket, worker::BATCH,
+    FlowConfig, FlowRecord, Timestamp, Worker, WorkerStats,
+    parse::LinkType,
+    source::{
+        Frame,
+        afxdp::{RxFrame, XskSocket, XskStats},
+    },
+    worker::BATCH,
 };
 
 use super::{
@@ -24,7 +29,6 @@ use super::{
     merge::Merge,
     sink::RecordSink,
     steer,
-    xsk::{RxFrame, XskSocket, XskStats},
 };
 
 /// Counters of the live loop itself (the flow counters are in
@@ -151,10 +155,10 @@ impl QueueWorker {
                 // One worker owns every flow: account the socket's frames
                 // as batches (parse all, prefetch their flows, then update).
                 self.socket.recv_chunks::<BATCH>(wait, |frames| {
-                    let mut batch = [RawPacket::default(); BATCH];
+                    let mut batch = [Frame::default(); BATCH];
                     for (p, frame) in batch.iter_mut().zip(frames) {
                         let (ts, wire_len) = stamp(frame);
-                        *p = RawPacket {
+                        *p = Frame {
                             ts,
                             link: Some(LinkType::Ethernet),
                             linktype: 1,

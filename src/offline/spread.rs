@@ -50,7 +50,10 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use xdprobe_dataplane::{
     FlowRecord, Timestamp, Worker, WorkerStats,
-    source::pcap::{Capture, PcapError, RawPacket, SharedMap},
+    source::{
+        Frame,
+        pcap::{Capture, PcapError, SharedMap},
+    },
     worker::BATCH,
 };
 
@@ -120,7 +123,7 @@ pub fn run<E: Send>(
     reader: &mut Capture,
     workers: Vec<Worker>,
     output: &mut impl FnMut(Option<FlowRecord>),
-    hook: &mut (impl FnMut(&mut [RawPacket<'_>], u64) -> Result<usize, E> + Send),
+    hook: &mut (impl FnMut(&mut [Frame<'_>], u64) -> Result<usize, E> + Send),
 ) -> Outcome<E> {
     let n = workers.len();
     let map = reader.shared_map();
@@ -193,7 +196,7 @@ fn read<E>(
     reader: &mut Capture,
     map: Option<&SharedMap>,
     mut producers: Vec<Producer>,
-    hook: &mut impl FnMut(&mut [RawPacket<'_>], u64) -> Result<usize, E>,
+    hook: &mut impl FnMut(&mut [Frame<'_>], u64) -> Result<usize, E>,
 ) -> (Vec<u64>, Result<(), ReadStop<E>>) {
     let n = producers.len();
     let base = map.map_or(0, |m| m.as_ref().as_ptr() as usize);
@@ -203,7 +206,7 @@ fn read<E>(
     let mut since_clock = 0u64;
     let mut backoff = Backoff::new();
     let result = loop {
-        let mut batch = [RawPacket::default(); BATCH];
+        let mut batch = [Frame::default(); BATCH];
         // Where this batch starts (the batch borrows the reader after).
         let offset = reader.offset();
         let got = match reader.next_batch(&mut batch) {
@@ -322,9 +325,9 @@ fn work(
                     Some(m) => m.as_ref(),
                     None => &b.arena,
                 };
-                let mut pkts = [RawPacket::default(); FRAMES];
+                let mut pkts = [Frame::default(); FRAMES];
                 for (p, f) in pkts.iter_mut().zip(&b.frames[..b.len.min(FRAMES)]) {
-                    *p = RawPacket {
+                    *p = Frame {
                         ts: f.ts,
                         link: f.link,
                         linktype: f.linktype,

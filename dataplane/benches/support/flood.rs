@@ -13,7 +13,7 @@
 use std::hint::black_box;
 
 use xdprobe_dataplane::parse::LinkType;
-use xdprobe_dataplane::source::pcap::RawPacket;
+use xdprobe_dataplane::source::Frame;
 use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{Timestamp, Worker};
 
@@ -35,9 +35,9 @@ pub fn packets(kind: Kind, n: u64) -> Packets {
 /// live capture do; records are counted (their output is not measured).
 pub fn feed(w: &mut Worker, pkts: &[(Vec<u8>, Timestamp)], records: &mut u64) {
     for chunk in pkts.chunks(BATCH) {
-        let mut batch = [RawPacket::default(); BATCH];
+        let mut batch = [Frame::default(); BATCH];
         for (slot, (f, ts)) in batch.iter_mut().zip(chunk) {
-            *slot = RawPacket {
+            *slot = Frame {
                 ts: *ts,
                 link: Some(LinkType::Ethernet),
                 linktype: 1,

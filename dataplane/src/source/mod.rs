@@ -3,5 +3,10 @@
 //! through `reorder`, which puts small timestamp inversions in order as
 //! the live hand-off does.
 
+#[cfg(feature = "afxdp")]
+pub mod afxdp;
+mod frame;
 pub mod pcap;
 pub mod reorder;
+
+pub use frame::Frame;

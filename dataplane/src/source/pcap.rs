@@ -51,8 +51,7 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::parse::LinkType;
-use crate::time::Timestamp;
+use super::Frame;
 
 pub use input::Capture;
 pub use stream::{STREAM_MAX_BLOCK, StreamReader};
@@ -61,26 +60,6 @@ pub use stream::{STREAM_MAX_BLOCK, StreamReader};
 /// Wireshark's limit for the link types we parse. A larger value is a corrupt
 /// length field; trusting it would silently swallow the packets after it.
 pub const MAX_CAPLEN: u32 = 262_144;
-
-/// One captured packet, borrowed from the reader's buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct RawPacket<'a> {
-    /// Capture time from the file, Unix nanoseconds.
-    pub ts: Timestamp,
-    /// `None`: a link type we do not parse (the caller counts a drop).
-    pub link: Option<LinkType>,
-    /// The raw link-type number (FCS bits masked off), for messages.
-    pub linktype: u32,
-    /// Captured bytes, at most `min(wire_len, snaplen)` of them (see the
-    /// module doc on clipping).
-    pub data: &'a [u8],
-    /// Original length on the wire.
-    pub wire_len: u32,
-    /// pcapng: the interface id as the block states it, i.e. the index of
-    /// its interface description block within the section (tshark's
-    /// `frame.interface_id`). Always 0 for classic pcap.
-    pub interface: u32,
-}
 
 /// The container format, as told by the magic number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -361,7 +340,7 @@ impl Format {
         bytes: &'a [u8],
         pos: &mut usize,
         clipped: &mut u64,
-    ) -> Result<Option<RawPacket<'a>>, PcapError> {
+    ) -> Result<Option<Frame<'a>>, PcapError> {
         match self {
             Format::Classic(c) => c.next(bytes, pos, clipped),
             Format::PcapNg(ng) => ng.next(bytes, pos, clipped),
@@ -472,7 +451,7 @@ impl<B: AsRef<[u8]>> PcapReader<B> {
     /// record or block (`offset()` equals the error's offset), so the caller
     /// may stop, keeping what it has, or see the same error again.
     #[inline]
-    pub fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, PcapError> {
+    pub fn next_packet(&mut self) -> Result<Option<Frame<'_>>, PcapError> {
         let bytes = self.buf.as_ref();
         self.format.next(bytes, &mut self.pos, &mut self.clipped)
     }
@@ -481,7 +460,7 @@ impl<B: AsRef<[u8]>> PcapReader<B> {
     /// how many were written (0 at a clean end of file). An error after some
     /// packets is held back: those packets are returned and the next call
     /// reports the error (the reader stays on the faulty record).
-    pub fn next_batch<'a>(&'a mut self, out: &mut [RawPacket<'a>]) -> Result<usize, PcapError> {
+    pub fn next_batch<'a>(&'a mut self, out: &mut [Frame<'a>]) -> Result<usize, PcapError> {
         let bytes = self.buf.as_ref();
         let mut n = 0;
         for slot in out.iter_mut() {

@@ -30,7 +30,8 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use super::pcap::{PcapError, PcapReader, RawPacket};
+use super::Frame;
+use super::pcap::{PcapError, PcapReader};
 use crate::parse::LinkType;
 use crate::time::Timestamp;
 
@@ -150,7 +151,7 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
         let room = CAPACITY.saturating_sub(self.held.len()).min(READ_BATCH);
         let mut got = [Held::default(); READ_BATCH];
         let n = {
-            let mut batch = [RawPacket::default(); READ_BATCH];
+            let mut batch = [Frame::default(); READ_BATCH];
             let base = self.reader.bytes().as_ptr() as usize;
             let total = self.reader.bytes().len();
             let Ok(n) = self.reader.next_batch(&mut batch[..room]) else {
@@ -221,7 +222,7 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
     /// Fills `out` with the next packets in time order; `Ok(0)` at the end
     /// of the file. An error of the reader comes after every packet read
     /// before it.
-    pub fn next_batch<'a>(&'a mut self, out: &mut [RawPacket<'a>]) -> Result<usize, PcapError> {
+    pub fn next_batch<'a>(&'a mut self, out: &mut [Frame<'a>]) -> Result<usize, PcapError> {
         loop {
             if self.ready_at_least(out.len()) {
                 break;
@@ -257,7 +258,7 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
         for slot in out.iter_mut().take(n) {
             let Some(h) = held.pop_front() else { break };
             *forced = forced.saturating_sub(1);
-            *slot = RawPacket {
+            *slot = Frame {
                 ts: h.ts,
                 link: h.link,
                 linktype: h.linktype,
@@ -304,7 +305,7 @@ mod tests {
         let mut t = TimeOrdered::new(r);
         let mut got = Vec::new();
         loop {
-            let mut out = vec![RawPacket::default(); batch];
+            let mut out = vec![Frame::default(); batch];
             let n = t.next_batch(&mut out).expect("clean file");
             if n == 0 {
                 break;
@@ -389,12 +390,12 @@ mod tests {
         let r = PcapReader::from_bytes(&bytes[..]).expect("header");
         let mut t = TimeOrdered::new(r);
         {
-            let mut out = [RawPacket::default(); 16];
+            let mut out = [Frame::default(); 16];
             assert_eq!(t.next_batch(&mut out).expect("two packets first"), 2);
             assert_eq!(out[0].ts.as_micros() % 1_000_000, 50);
         }
         for _ in 0..2 {
-            let mut out = [RawPacket::default(); 16];
+            let mut out = [Frame::default(); 16];
             assert!(t.next_batch(&mut out).is_err(), "the error, repeated");
         }
     }

@@ -1,7 +1,7 @@
 //! Classic pcap (draft-ietf-opsawg-pcap): a 24-byte file header, then
 //! records of a 16-byte header plus the captured bytes.
 
-use super::{Endian, MAX_CAPLEN, PcapError, Peek, RawPacket, bytes_at, clip};
+use super::{Endian, Frame, MAX_CAPLEN, PcapError, Peek, bytes_at, clip};
 use crate::parse::LinkType;
 use crate::time::Timestamp;
 
@@ -99,7 +99,7 @@ impl Classic {
         buf: &'a [u8],
         pos: &mut usize,
         clipped: &mut u64,
-    ) -> Result<Option<RawPacket<'a>>, PcapError> {
+    ) -> Result<Option<Frame<'a>>, PcapError> {
         let at = *pos;
         let rest = buf.get(at..).unwrap_or_default();
         if rest.is_empty() {
@@ -143,7 +143,7 @@ impl Classic {
             )
         };
         *pos = at + RECORD_HEADER_LEN + data.len();
-        Ok(Some(RawPacket {
+        Ok(Some(Frame {
             ts,
             link: self.link,
             linktype: self.linktype,

@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use super::{CaptureFormat, PcapError, PcapReader, RawPacket, SharedMap, StreamReader};
+use super::{CaptureFormat, Frame, PcapError, PcapReader, SharedMap, StreamReader};
 use crate::source::reorder::{ReorderStats, TimeOrdered};
 
 /// An open capture of either kind, read the same way.
@@ -50,7 +50,7 @@ impl Capture {
 
     /// As [`PcapReader::next_batch`].
     #[inline]
-    pub fn next_batch<'a>(&'a mut self, out: &mut [RawPacket<'a>]) -> Result<usize, PcapError> {
+    pub fn next_batch<'a>(&'a mut self, out: &mut [Frame<'a>]) -> Result<usize, PcapError> {
         match self {
             Capture::Mapped(r) => r.next_batch(out),
             Capture::Stream(r) => r.next_batch(out),

@@ -4,7 +4,7 @@
 //! `if_tsoffset`), Enhanced, Simple and obsolete Packet Blocks, and skip every
 //! other block by its length.
 
-use super::{Endian, MAX_CAPLEN, PcapError, Peek, RawPacket, bytes_at, clip};
+use super::{Endian, Frame, MAX_CAPLEN, PcapError, Peek, bytes_at, clip};
 use crate::parse::LinkType;
 use crate::time::Timestamp;
 
@@ -130,7 +130,7 @@ impl PcapNg {
         buf: &'a [u8],
         pos: &mut usize,
         clipped: &mut u64,
-    ) -> Result<Option<RawPacket<'a>>, PcapError> {
+    ) -> Result<Option<Frame<'a>>, PcapError> {
         // Terminates: every block is at least BLOCK_OVERHEAD bytes long.
         loop {
             let at = *pos;
@@ -268,7 +268,7 @@ impl PcapNg {
         &mut self,
         b: &Block<'a>,
         clipped: &mut u64,
-    ) -> Result<RawPacket<'a>, PcapError> {
+    ) -> Result<Frame<'a>, PcapError> {
         const WHAT: &str = "enhanced packet block";
         let Some(h) = b.body.first_chunk::<20>() else {
             return Err(too_short(b, "too short for an enhanced packet block"));
@@ -289,7 +289,7 @@ impl PcapNg {
         &mut self,
         b: &Block<'a>,
         clipped: &mut u64,
-    ) -> Result<RawPacket<'a>, PcapError> {
+    ) -> Result<Frame<'a>, PcapError> {
         const WHAT: &str = "packet block";
         let Some(h) = b.body.first_chunk::<20>() else {
             return Err(too_short(b, "too short for a packet block"));
@@ -314,7 +314,7 @@ impl PcapNg {
         &mut self,
         b: &Block<'a>,
         clipped: &mut u64,
-    ) -> Result<RawPacket<'a>, PcapError> {
+    ) -> Result<Frame<'a>, PcapError> {
         const WHAT: &str = "simple packet block";
         let Some(w) = b.body.first_chunk::<4>() else {
             return Err(too_short(b, "too short for a simple packet block"));
@@ -339,7 +339,7 @@ impl PcapNg {
         b: &Block<'a>,
         f: PacketFields,
         clipped: &mut u64,
-    ) -> Result<RawPacket<'a>, PcapError> {
+    ) -> Result<Frame<'a>, PcapError> {
         let iface = self.interface(b, f.what, f.local_iface)?;
         if f.caplen > MAX_CAPLEN {
             return Err(PcapError::CaptureTooLarge {
@@ -361,7 +361,7 @@ impl PcapNg {
             None => self.last_ts,
         };
         self.last_ts = ts;
-        Ok(RawPacket {
+        Ok(Frame {
             ts,
             link: iface.link,
             linktype: iface.linktype,

@@ -11,7 +11,7 @@
 
 use std::io::{ErrorKind, Read};
 
-use super::{CaptureFormat, Format, MAX_CAPLEN, PcapError, Peek, RawPacket};
+use super::{CaptureFormat, Format, Frame, MAX_CAPLEN, PcapError, Peek};
 
 /// Largest pcapng block a stream may carry: 16 MiB, far above any packet
 /// block (at most [`MAX_CAPLEN`] of data) and the name-resolution or
@@ -145,7 +145,7 @@ impl<R: Read> StreamReader<R> {
     /// bad); returns how many were written, 0 at a clean end. An error after
     /// some packets is held back for the next call, as with
     /// [`PcapReader::next_batch`](super::PcapReader::next_batch).
-    pub fn next_batch<'a>(&'a mut self, out: &mut [RawPacket<'a>]) -> Result<usize, PcapError> {
+    pub fn next_batch<'a>(&'a mut self, out: &mut [Frame<'a>]) -> Result<usize, PcapError> {
         // Phase 1 (may refill, nothing borrowed): consume blocks until a
         // whole packet record is buffered at `pos`.
         loop {

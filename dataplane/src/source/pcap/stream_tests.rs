@@ -34,7 +34,7 @@ fn mapped(buf: &[u8]) -> Result<Outcome, String> {
     let mut r = PcapReader::from_bytes(buf).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     loop {
-        let mut batch = [RawPacket::default(); 16];
+        let mut batch = [Frame::default(); 16];
         match r.next_batch(&mut batch) {
             Ok(0) => return Ok((out, None, r.offset())),
             Ok(n) => out.extend(
@@ -56,7 +56,7 @@ fn streamed(buf: &[u8], step: usize) -> Result<Outcome, String> {
     let mut r = StreamReader::new(input).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for _ in 0..=buf.len() + 1 {
-        let mut batch = [RawPacket::default(); 16];
+        let mut batch = [Frame::default(); 16];
         match r.next_batch(&mut batch) {
             Ok(0) => return Ok((out, None, r.offset())),
             Ok(n) => out.extend(

@@ -4,6 +4,7 @@
 
 use super::testutil::{self as tu, Order};
 use super::*;
+use crate::parse::LinkType;
 
 /// An owned copy of a packet, for comparisons.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -114,7 +114,10 @@ fn zero_window_of_a_stalled_receiver_made_now() {
             &b.s,
             &b.c,
             2 << 20,
-            Duration::from_millis(700),
+            // Long enough for the window to fill and the sender's persist
+            // timer to probe it (≥ 200 ms, then backing off) even when a
+            // busy machine fills it slowly: 700 ms once saw no probe.
+            Duration::from_millis(2000),
             Duration::from_millis(500),
         );
     });

@@ -174,6 +174,9 @@ struct Results {
     collected: collector::Collected,
     bridge: Vec<LegStats>,
     client_ok: bool,
+    /// The client process: the host agent reports every connect on this
+    /// machine, and the demo shows its own.
+    client_pid: u32,
     traffic_log: String,
 }
 
@@ -265,6 +268,7 @@ fn live(o: &LiveOptions, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
         .stdout(Stdio::null())
         .stderr(log_file(&work.path, "client.log")?);
     let mut client = Child::spawn("demo client", client_cmd)?;
+    let client_pid = client.pid();
     let client_status = client.wait_timeout(Duration::from_secs(o.seconds + 30), interrupt)?;
     // The last FIN/ACKs cross the delayed leg, and the probe's TCP end
     // linger (1 s) reports those flows as ended.
@@ -284,6 +288,7 @@ fn live(o: &LiveOptions, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
         collected,
         bridge: bridge_stats,
         client_ok: client_status.is_some_and(|s| s.success()),
+        client_pid,
         traffic_log,
     };
     let code = report(o, &results, started.elapsed())?;
@@ -301,14 +306,23 @@ fn log_file(dir: &Path, name: &str) -> anyhow::Result<std::fs::File> {
 fn report(o: &LiveOptions, r: &Results, took: Duration) -> anyhow::Result<ExitCode> {
     let json_mode = matches!(o.format, FormatArg::Json);
     let out = &r.outcome;
-    let values: Vec<serde_json::Value> = out
+    // Connects of other processes on this machine (the agent watches the
+    // whole kernel) are not the demo's: left out of its output.
+    let foreign = |v: &serde_json::Value| {
+        v["type"] == "connect" && v["pid"].as_u64() != Some(u64::from(r.client_pid))
+    };
+    let parsed: Vec<(&String, Option<serde_json::Value>)> = out
         .lines
         .iter()
-        .filter_map(|l| serde_json::from_str(l).ok())
+        .map(|l| (l, serde_json::from_str(l).ok()))
+        .filter(|(_, v)| !v.as_ref().is_some_and(foreign))
         .collect();
+    let values: Vec<&serde_json::Value> = parsed.iter().filter_map(|(_, v)| v.as_ref()).collect();
     // Wire records have no `type`; the host agent's lines do.
-    let (wire, host): (Vec<&serde_json::Value>, Vec<&serde_json::Value>) =
-        values.iter().partition(|v| v.get("type").is_none());
+    let (wire, host): (Vec<&serde_json::Value>, Vec<&serde_json::Value>) = values
+        .iter()
+        .copied()
+        .partition(|v| v.get("type").is_none());
     let recs: Vec<_> = wire
         .iter()
         .copied()
@@ -320,7 +334,7 @@ fn report(o: &LiveOptions, r: &Results, took: Duration) -> anyhow::Result<ExitCo
     let mut text = String::new();
     match o.format {
         FormatArg::Json => {
-            for l in &out.lines {
+            for (l, _) in &parsed {
                 writeln!(stdout, "{l}")?;
             }
         }

@@ -137,71 +137,17 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let exporter_defaults = ExporterConfig::default();
     let n_workers = args.workers.map_or_else(default_workers, usize::from);
-    let mut estimate = Estimate::default();
-    estimate.flow_tables(n_workers as u64, &flow);
-    if !args.export.is_empty() {
-        estimate.record_queue(
-            "exporter channel",
-            1,
-            exporter_defaults.channel_capacity as u64,
-        );
-        estimate.record_queue(
-            "collector queues",
-            args.export.len() as u64,
-            exporter_defaults.tcp_buffer_records as u64,
-        );
-    }
     let mut reader =
         Capture::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
-    if n_workers > 1 {
-        let per_slot = size_of::<xdprobe::offline::ring::Batch>() as u64
-            + if reader.is_stream() {
-                xdprobe::offline::ring::ARENA_BYTES as u64
-            } else {
-                0
-            };
-        estimate.add(
-            "worker rings",
-            n_workers as u64,
-            per_slot * xdprobe::offline::ring::SLOTS as u64,
-        );
-    }
-    estimate.check(budget::available())?;
+    check_memory(&args, &flow, n_workers, &reader)?;
     let format = match args.format {
         FormatArg::Json => Some(Format::Json),
         FormatArg::Table => Some(Format::Table),
         FormatArg::Csv => Some(Format::Csv),
         FormatArg::None => None,
     };
-    let exporter = if args.export.is_empty() {
-        None
-    } else {
-        let collectors = args
-            .export
-            .iter()
-            .map(|u| CollectorSpec::parse(u).with_context(|| format!("--export {u}")))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let counters = Arc::new(ProbeCounters::default());
-        let cfg = ExporterConfig {
-            collectors,
-            pen: args.pen,
-            probe_counters: Some(counters.clone()),
-            observation_name: Some(format!(
-                "xdprobe pcap {}",
-                args.file
-                    .file_name()
-                    .unwrap_or(args.file.as_os_str())
-                    .to_string_lossy()
-            )),
-            ..exporter_defaults
-        };
-        Some((
-            Exporter::spawn(cfg).context("starting the exporter")?,
-            counters,
-        ))
-    };
+    let exporter = start_exporter(&args)?;
     let sender = exporter.as_ref().map(|(e, _)| e.sender());
     let stdout = io::stdout().lock();
     let mut writer =
@@ -251,20 +197,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         match workers.pop() {
             Some(mut worker) if workers.is_empty() => {
                 let mut emit = |rec| output(Some(rec));
-                let read_result = loop {
-                    let mut batch = [Frame::default(); BATCH];
-                    // Where this batch starts (the batch borrows the reader after).
-                    let offset = reader.offset();
-                    let n = match reader.next_batch(&mut batch) {
-                        Ok(0) => break Ok(()),
-                        Ok(n) => n,
-                        Err(e) => break Err(ReadError::Capture(e)),
-                    };
-                    match hook(&mut batch[..n], offset) {
-                        Ok(kept) => worker.on_batch(&batch[..kept], &mut emit),
-                        Err(e) => break Err(ReadError::Filter(e)),
-                    }
-                };
+                let read_result = read_one_worker(&mut reader, &mut worker, &mut emit, &mut hook);
                 // Flows seen so far are emitted even when the file is cut or corrupt.
                 worker.flush(&mut emit);
                 (vec![worker.stats()], read_result)
@@ -298,24 +231,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     }
     let total = sum_stats(&stats);
     if args.stats {
-        print_summary(&total, elapsed);
-        if let Some(f) = &filter {
-            eprintln!(
-                "  filtered out: {} frames (filter {:?})",
-                f.rejected,
-                f.expr()
-            );
-        }
-        if stats.len() > 1 {
-            print_per_worker(&stats);
-        }
-        let r = reader.reorder_stats();
-        if r != Default::default() {
-            eprintln!(
-                "  time order: {} packets put before earlier-written ones, {} late by more than 2 ms (kept in file order), {} let out early (hold ring full)",
-                r.reordered, r.late, r.overflow
-            );
-        }
+        print_stats(&total, &stats, filter.as_ref(), &reader, elapsed);
     }
     if let Some((exporter, counters)) = exporter {
         counters.store(
@@ -328,11 +244,140 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             eprintln!("export: {es}");
         }
     }
+    Ok(exit_code(read_result, &args, &total))
+}
+
+/// Refuses to start when the flow tables, rings and queues this run sets
+/// up would not fit in the memory available (`budget`).
+fn check_memory(
+    args: &PcapArgs,
+    flow: &FlowConfig,
+    n_workers: usize,
+    reader: &Capture,
+) -> anyhow::Result<()> {
+    let exporter_defaults = ExporterConfig::default();
+    let mut estimate = Estimate::default();
+    estimate.flow_tables(n_workers as u64, flow);
+    if !args.export.is_empty() {
+        estimate.record_queue(
+            "exporter channel",
+            1,
+            exporter_defaults.channel_capacity as u64,
+        );
+        estimate.record_queue(
+            "collector queues",
+            args.export.len() as u64,
+            exporter_defaults.tcp_buffer_records as u64,
+        );
+    }
+    if n_workers > 1 {
+        let per_slot = size_of::<xdprobe::offline::ring::Batch>() as u64
+            + if reader.is_stream() {
+                xdprobe::offline::ring::ARENA_BYTES as u64
+            } else {
+                0
+            };
+        estimate.add(
+            "worker rings",
+            n_workers as u64,
+            per_slot * xdprobe::offline::ring::SLOTS as u64,
+        );
+    }
+    estimate.check(budget::available())?;
+    Ok(())
+}
+
+/// The exporter thread for `--export`, with the counters its options
+/// records carry; `None` without collectors.
+fn start_exporter(args: &PcapArgs) -> anyhow::Result<Option<(Exporter, Arc<ProbeCounters>)>> {
+    if args.export.is_empty() {
+        return Ok(None);
+    }
+    let collectors = args
+        .export
+        .iter()
+        .map(|u| CollectorSpec::parse(u).with_context(|| format!("--export {u}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let counters = Arc::new(ProbeCounters::default());
+    let cfg = ExporterConfig {
+        collectors,
+        pen: args.pen,
+        probe_counters: Some(counters.clone()),
+        observation_name: Some(format!(
+            "xdprobe pcap {}",
+            args.file
+                .file_name()
+                .unwrap_or(args.file.as_os_str())
+                .to_string_lossy()
+        )),
+        ..ExporterConfig::default()
+    };
+    let exporter = Exporter::spawn(cfg).context("starting the exporter")?;
+    Ok(Some((exporter, counters)))
+}
+
+/// One worker on the reading thread: batches straight from the reader,
+/// through the filter and progress `hook`, into the worker.
+fn read_one_worker(
+    reader: &mut Capture,
+    worker: &mut Worker,
+    emit: &mut impl FnMut(FlowRecord),
+    hook: &mut impl FnMut(&mut [Frame<'_>], u64) -> Result<usize, xdprobe_filter::FilterError>,
+) -> Result<(), ReadError> {
+    loop {
+        let mut batch = [Frame::default(); BATCH];
+        // Where this batch starts (the batch borrows the reader after).
+        let offset = reader.offset();
+        let n = match reader.next_batch(&mut batch) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) => return Err(ReadError::Capture(e)),
+        };
+        match hook(&mut batch[..n], offset) {
+            Ok(kept) => worker.on_batch(&batch[..kept], emit),
+            Err(e) => return Err(ReadError::Filter(e)),
+        }
+    }
+}
+
+/// `--stats`: the summary, what the filter took out, per worker, and the
+/// capture's time-order repairs.
+fn print_stats(
+    total: &WorkerStats,
+    stats: &[WorkerStats],
+    filter: Option<&FrameFilter>,
+    reader: &Capture,
+    elapsed: Duration,
+) {
+    print_summary(total, elapsed);
+    if let Some(f) = filter {
+        eprintln!(
+            "  filtered out: {} frames (filter {:?})",
+            f.rejected,
+            f.expr()
+        );
+    }
+    if stats.len() > 1 {
+        print_per_worker(stats);
+    }
+    let r = reader.reorder_stats();
+    if r != Default::default() {
+        eprintln!(
+            "  time order: {} packets put before earlier-written ones, {} late by more than 2 ms (kept in file order), {} let out early (hold ring full)",
+            r.reordered, r.late, r.overflow
+        );
+    }
+}
+
+/// 0 when the whole file was read, 2 for a filter the file's link type
+/// cannot take (as for a bad expression), 1 for a cut or corrupt file
+/// (its flows so far were emitted).
+fn exit_code(read_result: Result<(), ReadError>, args: &PcapArgs, total: &WorkerStats) -> ExitCode {
     match read_result {
-        Ok(()) => Ok(ExitCode::SUCCESS),
+        Ok(()) => ExitCode::SUCCESS,
         Err(ReadError::Filter(e)) => {
             eprintln!("xdprobe: error: {e}");
-            Ok(ExitCode::from(2))
+            ExitCode::from(2)
         }
         Err(ReadError::Capture(e)) => {
             eprintln!(
@@ -340,7 +385,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
                 args.file.display(),
                 total.frames
             );
-            Ok(ExitCode::FAILURE)
+            ExitCode::FAILURE
         }
     }
 }

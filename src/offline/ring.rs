@@ -96,6 +96,9 @@ struct Ring {
     tail: Padded,
     /// Set by the producer after its last publish.
     closed: AtomicBool,
+    /// Set when the consumer is gone (its worker thread ended or
+    /// unwound): nothing will make room any more.
+    abandoned: AtomicBool,
 }
 
 // SAFETY: the producer touches only the slot at `tail` while
@@ -124,6 +127,7 @@ pub fn ring(arena: bool) -> (Producer, Consumer) {
         head: Padded(AtomicUsize::new(0)),
         tail: Padded(AtomicUsize::new(0)),
         closed: AtomicBool::new(false),
+        abandoned: AtomicBool::new(false),
     });
     (
         Producer {
@@ -181,6 +185,13 @@ impl Producer {
         }
     }
 
+    /// Whether the consumer is gone: a full ring will never drain, so a
+    /// producer waiting for room must stop instead (a worker that panicked
+    /// would otherwise hang the reader, and with it the whole run).
+    pub fn abandoned(&self) -> bool {
+        self.ring.abandoned.load(Ordering::Acquire)
+    }
+
     /// No more batches: the consumer ends once it has read the published
     /// ones.
     pub fn close(&self) {
@@ -199,6 +210,12 @@ impl Drop for Producer {
 pub struct Consumer {
     ring: Arc<Ring>,
     head: usize,
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        self.ring.abandoned.store(true, Ordering::Release);
+    }
 }
 
 /// What [`Consumer::peek`] found.
@@ -276,6 +293,23 @@ mod tests {
         assert!(matches!(c.peek(), Next::Empty));
         drop(p);
         assert!(matches!(c.peek(), Next::Closed));
+    }
+
+    #[test]
+    fn a_full_ring_whose_consumer_is_gone_says_so() {
+        let (mut p, c) = ring(false);
+        for s in 0..SLOTS {
+            p.slot().expect("room");
+            p.publish(Timestamp::from_nanos(s as u64));
+        }
+        assert!(!p.has_room() && !p.abandoned());
+        // A worker thread unwinding drops its end.
+        let t = std::thread::spawn(move || {
+            let _c = c;
+            panic!("a worker's bug");
+        });
+        assert!(t.join().is_err());
+        assert!(!p.has_room() && p.abandoned());
     }
 
     #[test]

@@ -247,6 +247,11 @@ fn read<E>(
             let copy = map.is_none().then_some(p.data);
             loop {
                 while !prod.has_room() {
+                    if prod.abandoned() {
+                        // Its worker is gone (a panic, which the join
+                        // reports): stop reading rather than wait forever.
+                        return (sent, Ok(()));
+                    }
                     backoff.wait();
                 }
                 backoff.reset();
@@ -276,6 +281,9 @@ fn read<E>(
     // left and the file's last time before it flushes.
     for (w, prod) in producers.iter_mut().enumerate() {
         while !prod.has_room() {
+            if prod.abandoned() {
+                break;
+            }
             backoff.wait();
         }
         prod.publish(newest);

@@ -1,0 +1,191 @@
+//! One header policy, live and in files: crafted frames of every
+//! encapsulation the parser walks (VLAN, QinQ, three tags, MPLS with one
+//! and three labels, VLAN + MPLS, PPPoE over IPv4 and IPv6, IPv6 with
+//! extension headers, an MPLS Ethernet pseudowire) are sent over a veth
+//! into `xdprobe run` and written to a pcap file. Every IP frame must reach
+//! a worker (the XDP program's and the workers' counters), the XDP program
+//! must classify each as the policy says (`non_ip` for ARP only,
+//! `unclassified` for the pseudowire only), the parser must refuse none,
+//! and the live flow records must equal what `xdprobe pcap` makes of the
+//! pcap file, and what was sent.
+//!
+//! Needs root; skips loudly otherwise (never under CI=true).
+
+mod live_support;
+
+use std::{
+    collections::BTreeMap,
+    path::Path,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use live_support::{
+    NetNs, VethOpts,
+    frames::{ALL, C2S, S2C, all_frames, send_raw, write_pcap},
+    probe::{Probe, ProbeOpts, metric},
+    require_root,
+    topo::TempDir,
+    veth,
+};
+use serde_json::Value;
+
+const TX_DEV: &str = "et0";
+const PROBE_DEV: &str = "ep0";
+
+/// A record without what depends on when it was captured; keyed by its
+/// endpoints.
+fn comparable(records: &[Value]) -> BTreeMap<String, Value> {
+    records
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            if let Some(o) = r.as_object_mut() {
+                o.retain(|k, _| !k.ends_with("_us") && k != "end_reason");
+            }
+            let key = format!(
+                "{} {}:{} {}:{} vlan {}",
+                r["proto"],
+                r["client_addr"],
+                r["client_port"],
+                r["server_addr"],
+                r["server_port"],
+                r["vlan"]
+            );
+            (key, r)
+        })
+        .collect()
+}
+
+fn pcap_records(pcap: &Path) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_xdprobe"))
+        .arg("pcap")
+        .arg(pcap)
+        .args(["--format", "json", "--workers", "1", "--no-progress"])
+        .output()
+        .expect("run xdprobe pcap");
+    assert!(
+        out.status.success(),
+        "xdprobe pcap: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON record"))
+        .collect()
+}
+
+#[test]
+fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
+    if !require_root("every_encapsulation_reaches_a_worker_and_matches_the_file") {
+        return;
+    }
+    let tmp = TempDir::new("live_encap");
+    let frames = all_frames();
+    let pcap = tmp.0.join("sent.pcap");
+    write_pcap(&pcap, &frames);
+
+    let tx = NetNs::new("ent");
+    let p = NetNs::new("enp");
+    veth(&tx, TX_DEV, &p, PROBE_DEV, VethOpts::default());
+    p.exec(&["ip", "link", "set", PROBE_DEV, "promisc", "on"]);
+    let probe = Probe::start(
+        &p,
+        &tmp.0,
+        &ProbeOpts {
+            iface: PROBE_DEV,
+            queues: 1,
+            collectors: Vec::new(),
+            metrics_port: 19491,
+            extra_args: Vec::new(),
+            idle_timeout: "300s",
+            active_timeout: "300s",
+            user: None,
+            extra_config: "",
+        },
+    );
+    tx.run(|| send_raw(TX_DEV, &frames));
+
+    let ip_frames = (frames.len() - 1) as u64;
+    let xdp = |m: &str, r: &str| metric(m, "xdprobe_xdp_packets_total", &format!("result=\"{r}\""));
+    // Until the workers have read every IP frame, or 10 s: a frame the
+    // XDP program drops never arrives, and the assertions below say which
+    // counter took it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut m = probe.metrics(&p);
+    while metric(&m, "xdprobe_worker_rx_frames_total", "") < ip_frames && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(100));
+        m = probe.metrics(&p);
+    }
+    let (status, live, log) = probe.stop();
+    assert!(
+        status.success(),
+        "xdprobe run exits 0 on SIGTERM: {status}\n{log}"
+    );
+    let xdp_lines: Vec<&str> = m
+        .lines()
+        .filter(|l| l.starts_with("xdprobe_xdp_packets_total"))
+        .collect();
+    eprintln!(
+        "{} frames sent ({ip_frames} IP in {} encapsulations); XDP: {xdp_lines:?}",
+        frames.len(),
+        ALL.len()
+    );
+
+    let per_pw = (C2S + S2C) as u64;
+    assert_eq!(xdp(&m, "seen"), frames.len() as u64, "{m}");
+    assert_eq!(xdp(&m, "non_ip"), 1, "only the ARP frame is not IP: {m}");
+    assert_eq!(
+        xdp(&m, "unclassified"),
+        per_pw,
+        "only the pseudowire is left to the parser: {m}"
+    );
+    assert_eq!(xdp(&m, "redirected"), ip_frames, "{m}");
+    assert_eq!(
+        (xdp(&m, "filtered"), xdp(&m, "redirect_failed")),
+        (0, 0),
+        "{m}"
+    );
+    assert_eq!(
+        metric(&m, "xdprobe_worker_rx_frames_total", ""),
+        ip_frames,
+        "{m}"
+    );
+    assert_eq!(metric(&m, "xdprobe_worker_parse_drops_total", ""), 0, "{m}");
+
+    // What was sent: one flow per encapsulation, 3 + 2 packets.
+    let live = comparable(&live);
+    assert_eq!(
+        live.len(),
+        ALL.len(),
+        "one flow per encapsulation: {live:#?}"
+    );
+    for (k, r) in &live {
+        assert_eq!(
+            (r["c2s"]["packets"].as_u64(), r["s2c"]["packets"].as_u64()),
+            (Some(C2S as u64), Some(S2C as u64)),
+            "{k}"
+        );
+    }
+    let vlans: Vec<_> = live.values().filter_map(|r| r["vlan"].as_u64()).collect();
+    let mut vlans_sorted = vlans.clone();
+    vlans_sorted.sort_unstable();
+    assert_eq!(
+        vlans_sorted,
+        [10, 100, 200, 400],
+        "outermost tags: {live:#?}"
+    );
+
+    // What the parser makes of the same frames from a file.
+    let file = comparable(&pcap_records(&pcap));
+    let live_keys: Vec<_> = live.keys().collect();
+    let file_keys: Vec<_> = file.keys().collect();
+    assert_eq!(
+        live_keys, file_keys,
+        "the same flows live and from the file"
+    );
+    for (k, r) in &live {
+        assert_eq!(Some(r), file.get(k), "{k}: live vs file");
+    }
+}

@@ -7,7 +7,9 @@
 //! must classify each as the policy says (`non_ip` for ARP only,
 //! `unclassified` for the pseudowire only), the parser must refuse none,
 //! and the live flow records must equal what `xdprobe pcap` makes of the
-//! pcap file, and what was sent.
+//! pcap file, and what was sent. One frame past each limit (VLAN tags,
+//! MPLS labels, IPv6 extension headers) must be counted under the same
+//! drop reason live and from the file.
 //!
 //! Needs root; skips loudly otherwise (never under CI=true).
 
@@ -22,7 +24,7 @@ use std::{
 
 use live_support::{
     NetNs, VethOpts,
-    frames::{ALL, C2S, S2C, all_frames, send_raw, write_pcap},
+    frames::{ALL, C2S, S2C, all_frames, beyond_limits, send_raw, write_pcap},
     probe::{Probe, ProbeOpts, metric},
     require_root,
     topo::TempDir,
@@ -57,22 +59,37 @@ fn comparable(records: &[Value]) -> BTreeMap<String, Value> {
         .collect()
 }
 
-fn pcap_records(pcap: &Path) -> Vec<Value> {
+/// `xdprobe pcap` on `pcap`: its records and its `--stats` drop counts.
+fn pcap_run(pcap: &Path) -> (Vec<Value>, BTreeMap<String, u64>) {
     let out = Command::new(env!("CARGO_BIN_EXE_xdprobe"))
         .arg("pcap")
         .arg(pcap)
-        .args(["--format", "json", "--workers", "1", "--no-progress"])
+        .args([
+            "--format",
+            "json",
+            "--workers",
+            "1",
+            "--no-progress",
+            "--stats",
+        ])
         .output()
         .expect("run xdprobe pcap");
-    assert!(
-        out.status.success(),
-        "xdprobe pcap: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "xdprobe pcap: {stderr}");
+    let records = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON record"))
-        .collect()
+        .collect();
+    // "  dropped REASON: N"
+    let drops = stderr
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("dropped "))
+        .filter_map(|l| {
+            let (reason, n) = l.split_once(": ")?;
+            Some((reason.to_owned(), n.trim().parse().ok()?))
+        })
+        .collect();
+    (records, drops)
 }
 
 #[test]
@@ -81,7 +98,9 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
         return;
     }
     let tmp = TempDir::new("live_encap");
-    let frames = all_frames();
+    let mut frames = all_frames();
+    let beyond = beyond_limits();
+    frames.extend(beyond.iter().map(|(_, f)| f.clone()));
     let pcap = tmp.0.join("sent.pcap");
     write_pcap(&pcap, &frames);
 
@@ -106,14 +125,15 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
     );
     tx.run(|| send_raw(TX_DEV, &frames));
 
-    let ip_frames = (frames.len() - 1) as u64;
+    // Everything but the ARP frame goes to a worker.
+    let to_workers = (frames.len() - 1) as u64;
     let xdp = |m: &str, r: &str| metric(m, "xdprobe_xdp_packets_total", &format!("result=\"{r}\""));
-    // Until the workers have read every IP frame, or 10 s: a frame the
-    // XDP program drops never arrives, and the assertions below say which
-    // counter took it.
+    // Until the workers have read every frame meant for them, or 10 s: a
+    // frame the XDP program drops never arrives, and the assertions below
+    // say which counter took it.
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut m = probe.metrics(&p);
-    while metric(&m, "xdprobe_worker_rx_frames_total", "") < ip_frames && Instant::now() < deadline
+    while metric(&m, "xdprobe_worker_rx_frames_total", "") < to_workers && Instant::now() < deadline
     {
         std::thread::sleep(Duration::from_millis(100));
         m = probe.metrics(&p);
@@ -128,20 +148,18 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
         .filter(|l| l.starts_with("xdprobe_xdp_packets_total"))
         .collect();
     eprintln!(
-        "{} frames sent ({ip_frames} IP in {} encapsulations); XDP: {xdp_lines:?}",
+        "{} frames sent ({} encapsulations, {} past a limit, 1 ARP); XDP: {xdp_lines:?}",
         frames.len(),
-        ALL.len()
+        ALL.len(),
+        beyond.len()
     );
 
-    let per_pw = (C2S + S2C) as u64;
+    let per_flow = (C2S + S2C) as u64;
     assert_eq!(xdp(&m, "seen"), frames.len() as u64, "{m}");
     assert_eq!(xdp(&m, "non_ip"), 1, "only the ARP frame is not IP: {m}");
-    assert_eq!(
-        xdp(&m, "unclassified"),
-        per_pw,
-        "only the pseudowire is left to the parser: {m}"
-    );
-    assert_eq!(xdp(&m, "redirected"), ip_frames, "{m}");
+    // The pseudowire's frames, and the VLAN and MPLS stacks too deep.
+    assert_eq!(xdp(&m, "unclassified"), per_flow + 2, "{m}");
+    assert_eq!(xdp(&m, "redirected"), to_workers, "{m}");
     assert_eq!(
         (xdp(&m, "filtered"), xdp(&m, "redirect_failed")),
         (0, 0),
@@ -149,10 +167,18 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
     );
     assert_eq!(
         metric(&m, "xdprobe_worker_rx_frames_total", ""),
-        ip_frames,
+        to_workers,
         "{m}"
     );
-    assert_eq!(metric(&m, "xdprobe_worker_parse_drops_total", ""), 0, "{m}");
+    let drops = "xdprobe_worker_parse_drops_total";
+    assert_eq!(metric(&m, drops, ""), beyond.len() as u64, "{m}");
+    for (reason, _) in &beyond {
+        assert_eq!(
+            metric(&m, drops, &format!("reason=\"{reason}\"")),
+            1,
+            "{reason}: {m}"
+        );
+    }
 
     // What was sent: one flow per encapsulation, 3 + 2 packets.
     let live = comparable(&live);
@@ -168,17 +194,13 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
             "{k}"
         );
     }
-    let vlans: Vec<_> = live.values().filter_map(|r| r["vlan"].as_u64()).collect();
-    let mut vlans_sorted = vlans.clone();
-    vlans_sorted.sort_unstable();
-    assert_eq!(
-        vlans_sorted,
-        [10, 100, 200, 400],
-        "outermost tags: {live:#?}"
-    );
+    let mut vlans: Vec<_> = live.values().filter_map(|r| r["vlan"].as_u64()).collect();
+    vlans.sort_unstable();
+    assert_eq!(vlans, [10, 100, 200, 400], "outermost tags: {live:#?}");
 
     // What the parser makes of the same frames from a file.
-    let file = comparable(&pcap_records(&pcap));
+    let (file, file_drops) = pcap_run(&pcap);
+    let file = comparable(&file);
     let live_keys: Vec<_> = live.keys().collect();
     let file_keys: Vec<_> = file.keys().collect();
     assert_eq!(
@@ -188,4 +210,10 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
     for (k, r) in &live {
         assert_eq!(Some(r), file.get(k), "{k}: live vs file");
     }
+    let mut want: BTreeMap<String, u64> = beyond.iter().map(|(r, _)| (r.to_string(), 1)).collect();
+    want.insert("not_ip".into(), 1);
+    assert_eq!(
+        file_drops, want,
+        "the file's drops: the same, and the ARP frame"
+    );
 }

@@ -6,6 +6,8 @@
 
 use std::{ffi::CString, path::Path, time::Duration};
 
+use xdprobe_common::headers::{MAX_IPV6_EXT, MAX_MPLS_DEPTH, MAX_VLAN_DEPTH};
+
 pub const CLIENT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 pub const SERVER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 
@@ -89,9 +91,10 @@ fn checksum(b: &[u8]) -> u16 {
     !(s as u16)
 }
 
-/// The IP packet (UDP, `payload` bytes) from `src` to `dst`; IPv6 packets
-/// of `Ipv6Ext` carry hop-by-hop, routing and destination options headers.
-fn ip_packet(ip: Ip, fwd: bool, ports: (u16, u16), payload: usize, ext: bool) -> Vec<u8> {
+/// The IP packet (UDP, `payload` bytes) from `src` to `dst`; an IPv6
+/// packet carries `ext` extension headers: hop-by-hop, routing, then
+/// destination options.
+fn ip_packet(ip: Ip, fwd: bool, ports: (u16, u16), payload: usize, ext: usize) -> Vec<u8> {
     let (sp, dp) = if fwd { ports } else { (ports.1, ports.0) };
     let mut udp = Vec::new();
     be16(&mut udp, sp);
@@ -114,17 +117,21 @@ fn ip_packet(ip: Ip, fwd: bool, ports: (u16, u16), payload: usize, ext: bool) ->
         }
         Ip::V6(a, b) => {
             let (s, d) = if fwd { (a, b) } else { (b, a) };
-            let mut exts = Vec::new();
-            let first = if ext {
-                // Hop-by-hop (PadN), routing (type 0 left, segments 0),
-                // destination options (PadN): 8 bytes each.
-                exts.extend_from_slice(&[43, 0, 1, 4, 0, 0, 0, 0]);
-                exts.extend_from_slice(&[60, 0, 0, 0, 0, 0, 0, 0]);
-                exts.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]);
-                0
-            } else {
-                17
-            };
+            // Hop-by-hop (PadN), routing (type 0, segments left 0),
+            // destination options (PadN): 8 bytes each.
+            let kinds: Vec<u8> = (0..ext)
+                .map(|k| [0, 43][..].get(k).copied().unwrap_or(60))
+                .collect();
+            let mut exts: Vec<u8> = Vec::new();
+            for (k, kind) in kinds.iter().enumerate() {
+                let next = kinds.get(k + 1).copied().unwrap_or(17);
+                if *kind == 43 {
+                    exts.extend_from_slice(&[next, 0, 0, 0, 0, 0, 0, 0]);
+                } else {
+                    exts.extend_from_slice(&[next, 0, 1, 4, 0, 0, 0, 0]);
+                }
+            }
+            let first = kinds.first().copied().unwrap_or(17);
             let mut h = vec![0x60, 0, 0, 0];
             be16(&mut h, (exts.len() + udp.len()) as u16);
             h.extend_from_slice(&[first, 64]);
@@ -148,7 +155,8 @@ fn mpls_labels(f: &mut Vec<u8>, labels: &[u32]) {
 pub fn frame(encap: Encap, i: u8, fwd: bool, payload: usize) -> Vec<u8> {
     let ip = encap.ip(i);
     let ports = (40_000 + u16::from(i), 5_000 + u16::from(i));
-    let pkt = ip_packet(ip, fwd, ports, payload, matches!(encap, Encap::Ipv6Ext));
+    let ext = if encap == Encap::Ipv6Ext { 3 } else { 0 };
+    let pkt = ip_packet(ip, fwd, ports, payload, ext);
     let (src, dst) = if fwd {
         (CLIENT_MAC, SERVER_MAC)
     } else {
@@ -240,6 +248,44 @@ pub fn all_frames() -> Vec<Vec<u8>> {
         frames.extend(flow_frames(e));
     }
     frames
+}
+
+/// One frame just past each limit of the header policy, with the drop
+/// reason the parser gives it (the XDP program passes all three on: the
+/// first two unclassified, the third as IP, since without a filter it does
+/// not walk the extension headers).
+pub fn beyond_limits() -> Vec<(&'static str, Vec<u8>)> {
+    let v4 = Ip::V4([203, 0, 113, 1], [203, 0, 113, 2]);
+    let v6 = Ip::V6(v6(0x31), v6(0x32));
+    let eth = |tags: usize, labels: usize, ip: Ip, ext: usize| {
+        let mut f = Vec::new();
+        f.extend_from_slice(&SERVER_MAC);
+        f.extend_from_slice(&CLIENT_MAC);
+        for k in 0..tags {
+            be16(&mut f, 0x8100);
+            be16(&mut f, 500 + k as u16);
+        }
+        if labels > 0 {
+            be16(&mut f, 0x8847);
+            mpls_labels(&mut f, &(1..=labels as u32).collect::<Vec<_>>());
+        } else {
+            be16(
+                &mut f,
+                if matches!(ip, Ip::V4(..)) {
+                    0x0800
+                } else {
+                    0x86dd
+                },
+            );
+        }
+        f.extend_from_slice(&ip_packet(ip, true, (41_000, 6_000), 10, ext));
+        f
+    };
+    vec![
+        ("vlan_too_deep", eth(MAX_VLAN_DEPTH + 1, 0, v4, 0)),
+        ("mpls_too_deep", eth(0, MAX_MPLS_DEPTH + 1, v4, 0)),
+        ("ipv6_ext_too_deep", eth(0, 0, v6, MAX_IPV6_EXT + 1)),
+    ]
 }
 
 pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) {

@@ -1,7 +1,8 @@
 //! The eBPF build pipeline end to end: the XDP object that build.rs
 //! compiled loads, attaches natively to a veth in a private namespace, and
 //! its per-CPU counters count exactly the packets the test sent (the sender
-//! and the kernel's own receive path are the references).
+//! and the kernel's own receive path are the references), and its filters
+//! see through every encapsulation of the header policy (crafted frames).
 //!
 //! Needs root; skips loudly otherwise (never under CI=true).
 
@@ -13,8 +14,13 @@ use std::{
 };
 
 use aya::programs::XdpMode;
-use live_support::{NetNs, VethOpts, addr, neigh, require_root, veth};
+use live_support::{
+    NetNs, VethOpts, addr,
+    frames::{ALL, C2S, Encap, Ip, S2C, all_frames, send_raw, server_port},
+    neigh, require_root, veth,
+};
 use xdprobe::live::xdp::{AttachMode, XdpFilter, XdpOptions, XdpProgram};
+use xdprobe_common::XdpCounters;
 
 /// Two namespaces joined by a veth: `tx` sends, `rx` carries the XDP
 /// program on its end.
@@ -197,4 +203,98 @@ fn prefix_and_vlan_filters() {
     let c = vlan.counters().expect("counters");
     assert_eq!((c.seen, c.filtered), (3, 3), "{c:?}");
     assert_eq!(drain(&sink), 12, "host mode passes everything here");
+}
+
+/// Sends every crafted frame (`live_support::frames`: an ARP frame and one
+/// flow per encapsulation) and returns the counters once the program has
+/// seen them all.
+fn send_crafted(p: &Pair, prog: &XdpProgram) -> XdpCounters {
+    let frames = all_frames();
+    p.tx.run(|| send_raw(TX_DEV, &frames));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let c = prog.counters().expect("counters");
+        if c.seen >= frames.len() as u64 || std::time::Instant::now() > deadline {
+            assert_eq!(c.seen, frames.len() as u64, "{c:?}");
+            return c;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const PER_FLOW: u64 = (C2S + S2C) as u64;
+
+/// The filters find VLAN IDs, addresses and ports behind every
+/// encapsulation the walk takes (VLAN stacks, MPLS, PPPoE, IPv6 extension
+/// headers); a frame it leaves unclassified (the MPLS pseudowire) passes
+/// the VLAN filter by its outer tag but cannot be matched by address or
+/// port, so it is filtered there; ARP is `non_ip` throughout.
+#[test]
+fn filters_see_through_every_encapsulation() {
+    if !require_root("filters_see_through_every_encapsulation") {
+        return;
+    }
+    let p = pair();
+    let flows = ALL.len() as u64;
+
+    // Ports behind 3 tags, 3 labels, PPPoE and 3 IPv6 extension headers.
+    let wanted = [
+        Encap::ThreeTags,
+        Encap::Mpls3,
+        Encap::PppoeV4,
+        Encap::Ipv6Ext,
+    ];
+    let ports = attach(
+        &p,
+        false,
+        XdpFilter {
+            ports: wanted.map(server_port).to_vec(),
+            ..XdpFilter::default()
+        },
+    );
+    let c = send_crafted(&p, &ports);
+    let hit = wanted.len() as u64 * PER_FLOW;
+    assert_eq!(c.non_ip, 1, "{c:?}");
+    // No socket is registered: a captured frame is a redirect failure.
+    assert_eq!(c.redirect_failed, hit, "{c:?}");
+    assert_eq!(
+        c.filtered,
+        flows * PER_FLOW - hit,
+        "pseudowire included: {c:?}"
+    );
+    assert_eq!(c.unclassified, 0, "{c:?}");
+    drop(ports);
+
+    // Addresses: the IPv6 flows, whatever carries them.
+    let v6 = ALL.iter().filter(|e| matches!(e.ip(0), Ip::V6(..))).count() as u64;
+    assert_eq!(v6, 3, "MPLS, PPPoE and extension headers carry IPv6");
+    let prefix = attach(
+        &p,
+        false,
+        XdpFilter {
+            prefixes: vec![("2001:db8::".parse().expect("ip"), 32)],
+            ..XdpFilter::default()
+        },
+    );
+    let c = send_crafted(&p, &prefix);
+    assert_eq!(c.redirect_failed, v6 * PER_FLOW, "{c:?}");
+    assert_eq!(c.filtered, (flows - v6) * PER_FLOW, "{c:?}");
+    assert_eq!((c.non_ip, c.unclassified), (1, 0), "{c:?}");
+    drop(prefix);
+
+    // VLAN 0 (untagged): everything but the four tagged flows; the
+    // pseudowire is untagged, so it passes, unclassified.
+    let untagged = attach(
+        &p,
+        false,
+        XdpFilter {
+            vlans: vec![0],
+            ..XdpFilter::default()
+        },
+    );
+    let c = send_crafted(&p, &untagged);
+    let tagged = 4 * PER_FLOW;
+    assert_eq!(c.filtered, tagged, "{c:?}");
+    assert_eq!(c.redirect_failed, flows * PER_FLOW - tagged, "{c:?}");
+    assert_eq!((c.non_ip, c.unclassified), (1, PER_FLOW), "{c:?}");
 }

@@ -1,4 +1,5 @@
-//! Helpers for the privileged live-capture tests: the probe (`probe`), the
+//! Helpers for the privileged live-capture tests: crafted frames of every
+//! encapsulation (`frames`), the probe (`probe`), the
 //! capture rig (`rig`), topologies with the demo's bridge (`topo`) and
 //! traffic (`traffic`). The root check and network namespaces come from the
 //! workspace's test-support crate.
@@ -8,6 +9,7 @@
     reason = "each test binary uses a different subset"
 )]
 
+pub mod frames;
 pub mod probe;
 pub mod rig;
 pub mod topo;

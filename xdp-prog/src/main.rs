@@ -1,12 +1,14 @@
 //! xdprobe's XDP program, attached to the capture interface.
 //!
 //! Per frame: take the timestamp (TAI, before any other work), walk the
-//! headers a bounded number of steps, apply the optional filters (set by
+//! headers a bounded number of steps (the header policy shared with the
+//! parser: see `walk`), apply the optional filters (set by
 //! user space through maps and read-only globals, so a filter change is
 //! never a recompile), write the timestamp into the metadata area in front of
 //! the frame, and redirect to the AF_XDP socket of the frame's RX queue.
 //! Everything not redirected is dropped on a mirror port (appliance mode) or
-//! passed to the host stack (host mode).
+//! passed to the host stack (host mode). A frame the walk cannot classify
+//! is redirected all the same: user space's parser has the last word.
 //!
 //! No logging from here: the per-CPU counters say what happened.
 #![no_std]
@@ -28,7 +30,7 @@ use xdprobe_common::{
     XdpSettings,
 };
 
-use crate::walk::{Addrs, Headers};
+use crate::walk::{Addrs, Headers, Walk};
 
 /// The kernel requires a GPL-compatible licence string for some helpers
 /// (kfuncs such as the RX hardware timestamp); this object is offered under
@@ -84,6 +86,7 @@ pub fn xdprobe_xdp(ctx: XdpContext) -> u32 {
 
     match classify(&ctx, flags) {
         Verdict::Capture => {}
+        Verdict::Unclassified => counters.unclassified += 1,
         Verdict::NonIp => {
             counters.non_ip += 1;
             return reject;
@@ -111,6 +114,8 @@ pub fn xdprobe_xdp(ctx: XdpContext) -> u32 {
 
 enum Verdict {
     Capture,
+    /// Captured without a verdict of ours: the parser decides.
+    Unclassified,
     NonIp,
     Filtered,
 }
@@ -120,14 +125,20 @@ enum Verdict {
 #[inline(always)]
 fn classify(ctx: &XdpContext, flags: u32) -> Verdict {
     let need_l3 = flags & (SETTING_FILTER_PREFIX | SETTING_FILTER_PORT) != 0;
-    let Some(h) = walk::walk(ctx, need_l3, flags & SETTING_FILTER_PORT != 0) else {
-        return Verdict::NonIp;
-    };
-    if flags & SETTING_FILTER_VLAN != 0 {
-        // SAFETY: map lookup; the value is a plain byte only tested for presence.
-        if unsafe { VLAN_FILTER.get(h.vlan) }.is_none() {
-            return Verdict::Filtered;
+    let h = match walk::walk(ctx, need_l3, flags & SETTING_FILTER_PORT != 0) {
+        Walk::Ip(h) => h,
+        Walk::NotIp => return Verdict::NonIp,
+        Walk::Unclassified { vlan } => {
+            // An address or port filter cannot be evaluated on it.
+            return if !vlan_allowed(vlan, flags) || need_l3 {
+                Verdict::Filtered
+            } else {
+                Verdict::Unclassified
+            };
         }
+    };
+    if !vlan_allowed(h.vlan, flags) {
+        return Verdict::Filtered;
     }
     if flags & SETTING_FILTER_PREFIX != 0 && !prefix_match(&h) {
         return Verdict::Filtered;
@@ -143,6 +154,13 @@ fn classify(ctx: &XdpContext, flags: u32) -> Verdict {
         }
     }
     Verdict::Capture
+}
+
+/// The VLAN filter's verdict on the outermost VLAN ID; true when it is off.
+#[inline(always)]
+fn vlan_allowed(vlan: u16, flags: u32) -> bool {
+    // SAFETY: map lookup; the value is a plain byte only tested for presence.
+    flags & SETTING_FILTER_VLAN == 0 || unsafe { VLAN_FILTER.get(vlan) }.is_some()
 }
 
 #[inline(always)]

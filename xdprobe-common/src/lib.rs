@@ -7,10 +7,12 @@
 //! no uninitialised byte ever crosses a map (pping's `pping.h` does the same).
 //! The `user` feature adds `aya::Pod` impls; the eBPF build leaves it off.
 //!
-//! [`host`] holds the types of the host-side tracing programs, [`trace`]
-//! those of the kernel packet path tracer, [`sync`] those of the clock-sync
-//! responder.
+//! [`headers`] is the header policy (encapsulations walked and their
+//! depth limits) that the XDP program and the parser share; [`host`] holds
+//! the types of the host-side tracing programs, [`trace`] those of the
+//! kernel packet path tracer, [`sync`] those of the clock-sync responder.
 
+pub mod headers;
 pub mod host;
 pub mod sync;
 pub mod trace;
@@ -81,7 +83,9 @@ pub struct XdpCounters {
     pub redirected: u64,
     /// Frames rejected by a configured filter.
     pub filtered: u64,
-    /// Frames that are not IPv4/IPv6 (ARP, LLDP, …): never captured.
+    /// Frames that are not IPv4/IPv6 (ARP, LLDP, PPPoE discovery, PPP
+    /// control, …): never captured. Exactly what the parser would count as
+    /// `not_ip`.
     pub non_ip: u64,
     /// Frames for a queue with no socket in the socket map.
     pub redirect_failed: u64,
@@ -89,6 +93,14 @@ pub struct XdpCounters {
     /// (no metadata room); they are still redirected, and user space stamps
     /// them at read time.
     pub meta_failed: u64,
+    /// Frames the program could not classify and passed on to user space
+    /// for the parser to decide (an MPLS payload that is not IP directly,
+    /// such as an Ethernet pseudowire; a header cut short; a limit of
+    /// [`headers`] exceeded, which the parser then counts by name). Also
+    /// counted in `redirected` or `redirect_failed`; with an address or
+    /// port filter on they are `filtered` instead, since the filter cannot
+    /// be evaluated.
+    pub unclassified: u64,
 }
 
 impl XdpCounters {
@@ -101,6 +113,7 @@ impl XdpCounters {
             non_ip: self.non_ip.wrapping_add(o.non_ip),
             redirect_failed: self.redirect_failed.wrapping_add(o.redirect_failed),
             meta_failed: self.meta_failed.wrapping_add(o.meta_failed),
+            unclassified: self.unclassified.wrapping_add(o.unclassified),
         }
     }
 }
@@ -167,6 +180,6 @@ mod pod {
     unsafe impl aya::Pod for super::sync::SyncCounters {}
 }
 
-const _: () = assert!(core::mem::size_of::<XdpCounters>() == 6 * 8);
+const _: () = assert!(core::mem::size_of::<XdpCounters>() == 7 * 8);
 const _: () = assert!(core::mem::size_of::<XdpSettings>() == 8);
 const _: () = assert!(META_LEN == 16);

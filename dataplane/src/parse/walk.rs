@@ -4,7 +4,8 @@
 //! Linux cooked, BSD loopback, raw IP), then the IP header and its IPv6
 //! extension chain, then the transport header, and fills a [`PacketMeta`]
 //! that borrows the payload from the frame. Every loop has a fixed bound
-//! (`MAX_*` below, as in xdp-tools' `parsing_helpers.h`), nothing allocates,
+//! (the `MAX_*` of `xdprobe_common::headers`, shared with the XDP program's
+//! walk; as in xdp-tools' `parsing_helpers.h`), nothing allocates,
 //! and every way out that is not a packet is a named [`DropReason`].
 //!
 //! # Decisions the flow and NPM code rely on
@@ -92,12 +93,10 @@ use super::{DropReason, Fragment, L4, LinkType, PacketMeta, TcpMeta};
 #[cfg(test)]
 mod tests;
 
-/// VLAN tags followed in one frame (inner pseudowire frame included).
-pub const MAX_VLAN_DEPTH: usize = 4;
-/// MPLS label stack entries followed before bottom of stack.
-pub const MAX_MPLS_DEPTH: usize = 8;
-/// IPv6 extension headers followed before the upper-layer header.
-pub const MAX_IPV6_EXT: usize = 8;
+// The limits are the XDP program's too: one policy for files and live
+// capture (`xdprobe_common::headers`).
+use xdprobe_common::headers::pppoe;
+pub use xdprobe_common::headers::{MAX_IPV6_EXT, MAX_MPLS_DEPTH, MAX_VLAN_DEPTH};
 
 /// Length of an MPLS pseudowire control word (RFC 4385 §3).
 const PW_CONTROL_WORD_LEN: usize = 4;
@@ -234,7 +233,7 @@ fn ethertype_chain(mut ethertype: u16, mut rest: &[u8]) -> Result<L3<'_>, DropRe
             }
             EtherType::PPPOE_SESSION => {
                 let ppp = PppoeSession::new_checked(rest)?;
-                if ppp.ver_type() != 0x11 || ppp.code() != 0 {
+                if ppp.ver_type() != pppoe::VER_TYPE || ppp.code() != pppoe::CODE_SESSION {
                     return Err(DropReason::NotIp);
                 }
                 return match ppp.ppp_protocol() {

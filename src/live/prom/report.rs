@@ -164,6 +164,7 @@ impl Collector for ReportCollector {
                 ("non_ip", c.non_ip),
                 ("redirect_failed", c.redirect_failed),
                 ("meta_failed", c.meta_failed),
+                ("unclassified", c.unclassified),
             ] {
                 let labels = [("iface", iface.as_str()), ("result", result)];
                 ConstCounter::new(v).encode(xdp.encode_family(&labels)?)?;

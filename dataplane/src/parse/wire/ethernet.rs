@@ -1,30 +1,33 @@
 //! Ethernet II header and 802.1Q/802.1ad VLAN tags.
 
+use xdprobe_common::headers::ethertype;
+
 use super::be16;
 
 /// EtherType values the walk dispatches on (IEEE "EtherType" registry).
 pub struct EtherType;
 
 impl EtherType {
-    pub const IPV4: u16 = 0x0800;
-    pub const ARP: u16 = 0x0806;
+    pub const IPV4: u16 = ethertype::IPV4;
+    pub const ARP: u16 = ethertype::ARP;
     /// 802.1Q customer tag.
-    pub const VLAN: u16 = 0x8100;
-    pub const IPV6: u16 = 0x86DD;
-    pub const MPLS_UNICAST: u16 = 0x8847;
-    pub const MPLS_MULTICAST: u16 = 0x8848;
-    pub const PPPOE_DISCOVERY: u16 = 0x8863;
-    pub const PPPOE_SESSION: u16 = 0x8864;
+    pub const VLAN: u16 = ethertype::VLAN;
+    pub const IPV6: u16 = ethertype::IPV6;
+    pub const MPLS_UNICAST: u16 = ethertype::MPLS_UNICAST;
+    pub const MPLS_MULTICAST: u16 = ethertype::MPLS_MULTICAST;
+    pub const PPPOE_DISCOVERY: u16 = ethertype::PPPOE_DISCOVERY;
+    pub const PPPOE_SESSION: u16 = ethertype::PPPOE_SESSION;
     /// 802.1ad service tag (QinQ outer tag).
-    pub const QINQ: u16 = 0x88A8;
-    pub const LLDP: u16 = 0x88CC;
+    pub const QINQ: u16 = ethertype::QINQ;
+    pub const LLDP: u16 = ethertype::LLDP;
     /// Pre-standard QinQ outer tag still emitted by some switches.
-    pub const QINQ_9100: u16 = 0x9100;
+    pub const QINQ_9100: u16 = ethertype::QINQ_9100;
 
-    /// Whether `t` introduces a 4-byte VLAN tag.
+    /// Whether `t` introduces a 4-byte VLAN tag (the XDP program's walk
+    /// asks the same function).
     #[inline]
     pub const fn is_vlan(t: u16) -> bool {
-        matches!(t, Self::VLAN | Self::QINQ | Self::QINQ_9100)
+        ethertype::is_vlan(t)
     }
 }
 

@@ -1,6 +1,8 @@
 //! Non-Ethernet framings: Linux cooked capture (SLL, SLL2), BSD loopback
 //! (Null/Loop) and the PPPoE session header that rides inside Ethernet.
 
+use xdprobe_common::headers::pppoe;
+
 use super::{be16, head, tail};
 use crate::parse::DropReason;
 
@@ -101,9 +103,9 @@ pub struct PppoeSession<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> PppoeSession<T> {
     /// 6 bytes of PPPoE header + 2 bytes of PPP protocol.
-    pub const HEADER_LEN: usize = 8;
-    pub const PPP_IPV4: u16 = 0x0021;
-    pub const PPP_IPV6: u16 = 0x0057;
+    pub const HEADER_LEN: usize = pppoe::HEADER_LEN;
+    pub const PPP_IPV4: u16 = pppoe::PPP_IPV4;
+    pub const PPP_IPV6: u16 = pppoe::PPP_IPV6;
 
     /// Fails with `TruncatedPppoe` below 8 bytes.
     #[inline]

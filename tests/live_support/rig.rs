@@ -107,19 +107,36 @@ impl Rig {
 
     /// Builds the bench, starts tcpdump, runs `traffic`, lets the last
     /// FIN/ACKs cross the delayed legs and stops tcpdump.
+    ///
+    /// A capture whose timestamps go back both by less and by more than
+    /// the probe's 2 ms time-order window is made again (at most twice):
+    /// tcpdump stamps on whichever vCPU takes the frame, and on a busy
+    /// machine one can be late by more than 2 ms; the probe puts only the
+    /// first kind in order, which no oracle tool mirrors (`tests/oracle`).
     pub fn capture_with(
         &self,
         dir: &Path,
         name: &str,
-        traffic: impl FnOnce(&mut Bench, &Plan),
+        traffic: impl Fn(&mut Bench, &Plan),
     ) -> PathBuf {
         let out = dir.join(format!("{name}.pcap"));
-        let mut b = self.bench(dir, name);
-        let td = b.start_tcpdump_snap(&out, self.snaplen);
-        let plan = self.plan();
-        traffic(&mut b, &plan);
-        self.settle();
-        b.stop_tcpdump(td);
+        for attempt in 1..=3 {
+            let mut b = self.bench(dir, &format!("{name}.{attempt}"));
+            let td = b.start_tcpdump_snap(&out, self.snaplen);
+            let plan = self.plan();
+            traffic(&mut b, &plan);
+            self.settle();
+            b.stop_tcpdump(td);
+            drop(b);
+            let (within, late) = inversions(&out);
+            if !(within && late) || attempt == 3 {
+                break;
+            }
+            eprintln!(
+                "capture {name}: tcpdump's timestamps go back both within and beyond 2 ms \
+                 (a frame stamped late on a busy vCPU); capturing again"
+            );
+        }
         out
     }
 
@@ -137,4 +154,26 @@ impl Rig {
             (4.0 * (self.server_delay_ms + self.client_delay_ms)) as u64 + 300,
         ));
     }
+}
+
+/// Whether a capture's timestamps go back by at most the probe's
+/// time-order window somewhere, and by more somewhere.
+fn inversions(file: &Path) -> (bool, bool) {
+    use xdprobe_dataplane::source::{pcap::PcapReader, reorder::WINDOW_NS};
+    let Ok(mut r) = PcapReader::open(file) else {
+        return (false, false);
+    };
+    let (mut newest, mut within, mut late) = (0u64, false, false);
+    while let Ok(Some(p)) = r.next_packet() {
+        let t = p.ts.as_nanos();
+        if t < newest {
+            if t.saturating_add(WINDOW_NS) < newest {
+                late = true;
+            } else {
+                within = true;
+            }
+        }
+        newest = newest.max(t);
+    }
+    (within, late)
 }

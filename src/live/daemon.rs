@@ -295,10 +295,10 @@ fn spawn_workers(
     Ok(run)
 }
 
-/// `producers[i][j]`: ring from worker i to worker j (i = j included: a
-/// worker's own frames also go through a ring, for the time-ordered merge);
+/// `producers[i][j]`: ring from worker i to worker j (none for i = j: a
+/// worker's own frames wait in its merge's lane, not in a ring);
 /// `merges[j]`: worker j's inputs. With `n` = 1 (hand-off off, or a single
-/// queue) there are no rings at all.
+/// queue) there are no rings at all. Memory: `handoff::bytes_for(n)`.
 fn rings(n: usize) -> (Vec<Vec<Option<handoff::Producer>>>, Vec<Option<Merge>>) {
     if n <= 1 {
         return (Vec::new(), Vec::new());
@@ -309,12 +309,16 @@ fn rings(n: usize) -> (Vec<Vec<Option<handoff::Producer>>>, Vec<Option<Merge>>) 
     let mut merges: Vec<Merge> = (0..n)
         .map(|me| Merge {
             me,
-            inputs: Vec::with_capacity(n),
+            own: handoff::Lane::new(handoff::LANE_SLOTS),
+            inputs: Vec::with_capacity(n - 1),
             marks: marks.clone(),
         })
         .collect();
     for (i, row) in producers.iter_mut().enumerate() {
         for (j, slot) in row.iter_mut().enumerate() {
+            if i == j {
+                continue;
+            }
             let (p, c) = handoff::ring(handoff::RING_SLOTS);
             *slot = Some(p);
             if let Some(m) = merges.get_mut(j) {

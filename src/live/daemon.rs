@@ -87,9 +87,9 @@ pub enum JsonOut {
 pub struct RunOptions {
     pub config: PathBuf,
     pub json: Option<JsonOut>,
-    /// Hand frames to the worker owning their flow (needed unless the NIC
-    /// hashes both directions to one queue: symmetric RSS key).
-    pub handoff: bool,
+    /// `--no-handoff`: never hand frames between workers, whatever the
+    /// interfaces' `handoff` keys say.
+    pub no_handoff: bool,
     /// Worker tick: flow expiry on quiet queues and snapshot publishing.
     pub tick: Duration,
     /// Stamp frames at read time instead of using the XDP timestamps (for
@@ -204,16 +204,42 @@ fn xsk_options(iface: &xdprobe_config::Interface) -> XskOptions {
     }
 }
 
+/// Whether `iface`'s workers hand frames to the worker owning their flow,
+/// and why (for the log): needed unless one queue gets both directions of
+/// every flow (one queue, or symmetric RSS).
+fn handoff_for(iface: &xdprobe_config::Interface, no_handoff: bool) -> (bool, String) {
+    use xdprobe_config::Handoff;
+    if iface.queues.len() <= 1 {
+        return (false, "one queue".into());
+    }
+    if no_handoff {
+        return (false, "--no-handoff".into());
+    }
+    match iface.handoff {
+        Handoff::On => (true, "handoff = \"on\"".into()),
+        Handoff::Off => (false, "handoff = \"off\"".into()),
+        Handoff::Auto => match crate::live::rss::query(&iface.name) {
+            Ok(rss @ crate::live::rss::Rss::Symmetric(_)) => (false, rss.to_string()),
+            Ok(rss) => (true, rss.to_string()),
+            Err(e) => (true, format!("RSS configuration unreadable: {e}")),
+        },
+    }
+}
+
 /// One capture interface once set up.
 struct Capture {
+    /// Frames are handed between this interface's workers.
+    handoff: bool,
     prog: XdpProgram,
     /// (queue, core, socket) until the workers take the sockets.
     sockets: Vec<(u32, usize, XskSocket)>,
 }
 
-fn set_up(cfg: &Config) -> Result<Vec<Capture>, DaemonError> {
+fn set_up(cfg: &Config, no_handoff: bool) -> Result<Vec<Capture>, DaemonError> {
     let mut out = Vec::with_capacity(cfg.interfaces.len());
     for iface in &cfg.interfaces {
+        let (handoff, why) = handoff_for(iface, no_handoff);
+        tracing::info!(iface = %iface.name, handoff, reason = %why, "hand-off between workers");
         let xerr = |source| DaemonError::Xdp {
             iface: iface.name.clone(),
             source: Box::new(source),
@@ -228,7 +254,11 @@ fn set_up(cfg: &Config) -> Result<Vec<Capture>, DaemonError> {
             sockets.push((q.queue, q.core, s));
         }
         prog.attach().map_err(xerr)?;
-        out.push(Capture { prog, sockets });
+        out.push(Capture {
+            handoff,
+            prog,
+            sockets,
+        });
     }
     Ok(out)
 }
@@ -257,7 +287,7 @@ fn spawn_workers(
     let total: usize = captures.iter().map(|c| c.sockets.len()).sum();
     for (cap, iface) in captures.iter_mut().zip(&cfg.interfaces) {
         let n = cap.sockets.len();
-        let ways = if opts.handoff { n } else { 1 };
+        let ways = if cap.handoff { n } else { 1 };
         let (mut producers, mut merges) = rings(ways);
         for (i, (queue, core, socket)) in cap.sockets.drain(..).enumerate() {
             let published = Arc::new(Mutex::new(Snapshot {
@@ -371,9 +401,9 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     let signals = Signals::install()?;
     let cfg = xdprobe_config::load(&opts.config)?;
     // Before anything is loaded or allocated: refuse what cannot fit.
-    crate::budget::for_daemon(&cfg, &flow_config(&cfg), opts.handoff)
+    crate::budget::for_daemon(&cfg, &flow_config(&cfg), opts.no_handoff)
         .check(crate::budget::available())?;
-    let mut captures = set_up(&cfg)?;
+    let mut captures = set_up(&cfg, opts.no_handoff)?;
     // The host probes attach while the privileges are still held.
     let host_probes = crate::live::host::HostProbes::open(&cfg)?;
     let metrics = if cfg.metrics.enabled {

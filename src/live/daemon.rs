@@ -32,8 +32,6 @@ use xdprobe_dataplane::FlowConfig;
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ExporterError, ProbeCounters};
 
 use super::{
-    handoff,
-    merge::{Marks, Merge},
     privs::{self, PrivError},
     prom::{Limits, Metrics, MetricsServer, QueueReport, Report, ReportCollector},
     sink::{RecordSink, spawn_json_writer},
@@ -288,7 +286,7 @@ fn spawn_workers(
     for (cap, iface) in captures.iter_mut().zip(&cfg.interfaces) {
         let n = cap.sockets.len();
         let ways = if cap.handoff { n } else { 1 };
-        let (mut producers, mut merges) = rings(ways);
+        let (mut producers, mut merges) = crate::live::merge::mesh(ways);
         for (i, (queue, core, socket)) in cap.sockets.drain(..).enumerate() {
             let published = Arc::new(Mutex::new(Snapshot {
                 queue,
@@ -323,40 +321,6 @@ fn spawn_workers(
     control.rx_done.store(0, Ordering::Release);
     control.workers.store(total, Ordering::Release);
     Ok(run)
-}
-
-/// `producers[i][j]`: ring from worker i to worker j (none for i = j: a
-/// worker's own frames wait in its merge's lane, not in a ring);
-/// `merges[j]`: worker j's inputs. With `n` = 1 (hand-off off, or a single
-/// queue) there are no rings at all. Memory: `handoff::bytes_for(n)`.
-fn rings(n: usize) -> (Vec<Vec<Option<handoff::Producer>>>, Vec<Option<Merge>>) {
-    if n <= 1 {
-        return (Vec::new(), Vec::new());
-    }
-    let marks = Marks::new(n);
-    let mut producers: Vec<Vec<Option<handoff::Producer>>> =
-        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    let mut merges: Vec<Merge> = (0..n)
-        .map(|me| Merge {
-            me,
-            own: handoff::Lane::new(handoff::LANE_SLOTS),
-            inputs: Vec::with_capacity(n - 1),
-            marks: marks.clone(),
-        })
-        .collect();
-    for (i, row) in producers.iter_mut().enumerate() {
-        for (j, slot) in row.iter_mut().enumerate() {
-            if i == j {
-                continue;
-            }
-            let (p, c) = handoff::ring(handoff::RING_SLOTS);
-            *slot = Some(p);
-            if let Some(m) = merges.get_mut(j) {
-                m.inputs.push((i, c));
-            }
-        }
-    }
-    (producers, merges.into_iter().map(Some).collect())
 }
 
 fn refresh_report(report: &Mutex<Report>, captures: &[Capture], running: &Running) {

@@ -27,7 +27,7 @@ use xdprobe_dataplane::{Timestamp, parse::LinkType, source::pcap::RawPacket, wor
 
 use super::{
     clock::unix_now,
-    handoff::{Consumer, Lane, Source},
+    handoff::{Consumer, LANE_SLOTS, Lane, Producer, RING_SLOTS, Source, ring},
 };
 
 /// Longest a frame waits for a silent source's watermark: the same window
@@ -191,10 +191,63 @@ impl Merge {
     }
 }
 
+/// The hand-off between the `n` workers of one interface:
+/// `producers[i][j]` is the ring from worker i to worker j (none for
+/// i = j: a worker's own frames wait in its merge's lane), `merges[j]`
+/// worker j's inputs. With `n` = 1 (hand-off off, or a single queue) there
+/// is nothing at all. Memory: `handoff::bytes_for(n)`.
+pub type Mesh = (Vec<Vec<Option<Producer>>>, Vec<Option<Merge>>);
+
+pub fn mesh(n: usize) -> Mesh {
+    if n <= 1 {
+        return (Vec::new(), Vec::new());
+    }
+    let marks = Marks::new(n);
+    let mut producers: Vec<Vec<Option<Producer>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    let mut merges: Vec<Merge> = (0..n)
+        .map(|me| Merge {
+            me,
+            own: Lane::new(LANE_SLOTS),
+            inputs: Vec::with_capacity(n - 1),
+            marks: marks.clone(),
+        })
+        .collect();
+    for (i, row) in producers.iter_mut().enumerate() {
+        for (j, slot) in row.iter_mut().enumerate() {
+            if i == j {
+                continue;
+            }
+            let (p, c) = ring(RING_SLOTS);
+            *slot = Some(p);
+            if let Some(m) = merges.get_mut(j) {
+                m.inputs.push((i, c));
+            }
+        }
+    }
+    (producers, merges.into_iter().map(Some).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::handoff::{Producer, ring};
+
+    #[test]
+    fn a_mesh_has_no_ring_from_a_worker_to_itself() {
+        let (producers, mut merges) = mesh(3);
+        for (i, row) in producers.iter().enumerate() {
+            for (j, p) in row.iter().enumerate() {
+                assert_eq!(p.is_some(), i != j, "ring {i} -> {j}");
+            }
+        }
+        for (j, m) in merges.iter_mut().enumerate() {
+            let m = m.as_mut().expect("merge");
+            assert_eq!(m.me, j);
+            let from: Vec<usize> = m.inputs.iter().map(|(i, _)| *i).collect();
+            assert_eq!(from, (0..3).filter(|&i| i != j).collect::<Vec<_>>());
+        }
+        assert!(mesh(1).0.is_empty() && mesh(1).1.is_empty());
+    }
 
     fn ts(ns: u64) -> Timestamp {
         Timestamp::from_nanos(unix_now().as_nanos() + ns)

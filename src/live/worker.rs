@@ -1,8 +1,9 @@
 //! One thread per RX queue: drain its AF_XDP socket, hand frames whose
 //! flow another worker owns to that worker, feed the rest (and what others
 //! hand over, merged in timestamp order and in batches) to this worker's
-//! own `xdprobe_dataplane::Worker`, and send finished records on. Shared-nothing: the flow table and counters belong
-//! to the thread; others only see a snapshot published once per tick.
+//! own `xdprobe_dataplane::Worker`, and send finished records on.
+//! Shared-nothing: the flow table and counters belong to the thread;
+//! others only see a snapshot published once per tick.
 
 use std::{
     sync::{
@@ -230,8 +231,8 @@ impl QueueWorker {
         }
 
         // Phase 2: every worker has stopped reading; take what is left in
-        // its lane and the hand-off rings (in order: every source is done), then end
-        // every active flow.
+        // the lane and the hand-off rings (in order: every source is done),
+        // then end every active flow.
         self.control.rx_done.fetch_add(1, Ordering::AcqRel);
         if let Some(m) = &mut self.merge {
             m.marks.publish(me, Timestamp::from_nanos(u64::MAX));

@@ -86,23 +86,22 @@ impl fmt::Display for Estimate {
 }
 
 /// What `xdprobe run` with `cfg` allocates: per worker a flow table and a
-/// UMEM, the hand-off rings between the workers of an interface (`n²` per
-/// interface of `n` queues, when hand-off is on), the exporter's channel
-/// and the TCP collectors' buffers.
-pub fn for_daemon(cfg: &xdprobe_config::Config, flow: &FlowConfig, handoff: bool) -> Estimate {
+/// UMEM, the hand-off rings and lanes of an interface's workers
+/// (`handoff::bytes_for`: n(n−1) rings and n lanes for n queues; counted
+/// unless `handoff = "off"` or `--no-handoff`, so `auto` is counted as on,
+/// an upper bound), the exporter's channel and the TCP collectors' buffers.
+pub fn for_daemon(cfg: &xdprobe_config::Config, flow: &FlowConfig, no_handoff: bool) -> Estimate {
     let mut e = Estimate::default();
     e.flow_tables(cfg.workers().count() as u64, flow);
     e.add("UMEM", 1, cfg.umem_bytes());
-    if handoff {
-        let rings: u64 = cfg
+    if !no_handoff {
+        let total: usize = cfg
             .interfaces
             .iter()
-            .map(|i| i.queues.len() as u64)
-            .filter(|&n| n > 1)
-            .map(|n| n * n)
+            .filter(|i| i.handoff != xdprobe_config::Handoff::Off)
+            .map(|i| crate::live::handoff::bytes_for(i.queues.len()))
             .sum();
-        let ring = (crate::live::handoff::RING_SLOTS * crate::live::handoff::SLOT_BYTES) as u64;
-        e.add("hand-off rings", rings, ring);
+        e.add("hand-off rings and lanes", 1, total as u64);
     }
     e.record_queue("exporter channel", 1, cfg.export.channel_capacity as u64);
     let tcp = cfg

@@ -80,6 +80,12 @@ fn shipped_example_passes_with_a_summary() {
     );
     assert!(stdout.contains("interface eth1"), "{stdout}");
     assert!(stdout.contains("0->core 0, 1->core 1"), "{stdout}");
+    assert!(stdout.contains("hand-off auto"), "{stdout}");
+    // 2 queues: 2 rings of 1024 slots and 2 lanes of 512, 2064 B a slot.
+    assert!(
+        stdout.contains("hand-off rings and lanes 6.0 MiB"),
+        "{stdout}"
+    );
     assert!(stdout.contains("262144 per worker x 2 workers"), "{stdout}");
     assert!(
         stdout.contains("collectors: udp://127.0.0.1:4739"),

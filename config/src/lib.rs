@@ -25,7 +25,7 @@ pub use env::Environment;
 pub use error::{ConfigError, ConfigErrors, Location, Problem};
 pub use prefix::{Prefix, PrefixError};
 pub use settings::{
-    Config, ExportSettings, Filter, FlowSettings, HOST_LAYERS, HostSettings, Interface,
+    Config, ExportSettings, Filter, FlowSettings, HOST_LAYERS, Handoff, HostSettings, Interface,
     ManagerConfig, ManagerSettings, MetricsSettings, Mode, ProbeSettings, QueueBinding, XdpMode,
     XskBind,
 };

@@ -39,6 +39,7 @@ pub struct RawInterface {
     pub name: Option<S<String>>,
     pub xdp_mode: Option<S<String>>,
     pub xsk_bind: Option<S<String>>,
+    pub handoff: Option<S<String>>,
     pub queues: Option<S<Vec<S<RawQueue>>>>,
     pub umem_frames: Option<S<i64>>,
     pub frame_size: Option<S<i64>>,

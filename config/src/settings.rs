@@ -88,6 +88,21 @@ pub enum XskBind {
     ZeroCopy,
 }
 
+/// Whether the workers of an interface hand frames to the worker that owns
+/// their flow, so both directions of a connection meet on one worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handoff {
+    /// Off when the NIC reports symmetric RSS (its Toeplitz key repeats
+    /// every 16 bits, or the symmetric-xor input transform is on), else on;
+    /// always off with one queue. Default.
+    Auto,
+    /// Always, whatever the NIC reports (a NIC whose hash the probe cannot
+    /// read, or to be sure).
+    On,
+    /// Never: only correct with symmetric RSS or a single queue.
+    Off,
+}
+
 /// One NIC RX queue and the CPU core whose worker drains it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QueueBinding {
@@ -105,6 +120,8 @@ pub struct Interface {
     pub xdp_mode: XdpMode,
     /// Default `Auto`.
     pub xsk_bind: XskBind,
+    /// Default `Auto`. `xdprobe run --no-handoff` overrides it with `Off`.
+    pub handoff: Handoff,
     /// At least one; queue numbers unique within the interface, cores unique
     /// across the config.
     pub queues: Vec<QueueBinding>,

@@ -10,7 +10,9 @@ use std::process::ExitCode;
 
 use xdprobe::budget::{self, Estimate};
 use xdprobe::live::daemon;
-use xdprobe_config::{Config, Environment, Location, Mode, XdpMode, XskBind, format_duration};
+use xdprobe_config::{
+    Config, Environment, Handoff, Location, Mode, XdpMode, XskBind, format_duration,
+};
 
 /// Exit status for "the config is wrong" (1 stays "xdprobe itself failed").
 const EXIT_BAD_CONFIG: u8 = 2;
@@ -33,7 +35,7 @@ pub fn run(args: CheckConfigArgs) -> anyhow::Result<ExitCode> {
     };
     match xdprobe_config::load_with(&args.file, &env) {
         Ok(config) => {
-            let estimate = budget::for_daemon(&config, &daemon::flow_config(&config), true);
+            let estimate = budget::for_daemon(&config, &daemon::flow_config(&config), false);
             let problems = if args.no_machine_check {
                 Vec::new()
             } else {
@@ -131,6 +133,11 @@ fn summary(file: &str, c: &Config, estimate: &Estimate) -> String {
             XskBind::Copy => "copy",
             XskBind::ZeroCopy => "zero-copy",
         };
+        let handoff = match i.handoff {
+            Handoff::Auto => "auto",
+            Handoff::On => "on",
+            Handoff::Off => "off",
+        };
         let queues: Vec<String> = i
             .queues
             .iter()
@@ -138,7 +145,7 @@ fn summary(file: &str, c: &Config, estimate: &Estimate) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "  interface {}: XDP {xdp}, AF_XDP {bind}, queues {}; UMEM {} x {} B per queue = {}",
+            "  interface {}: XDP {xdp}, AF_XDP {bind}, hand-off {handoff}, queues {}; UMEM {} x {} B per queue = {}",
             i.name,
             queues.join(", "),
             i.umem_frames,

@@ -18,9 +18,10 @@ pub struct RunArgs {
     /// besides exporting it.
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
-    /// Do not hand frames between workers. Only correct when the NIC sends
-    /// both directions of a connection to the same queue (symmetric RSS
-    /// key, see deploy/setup-nic.sh) or with a single queue.
+    /// Do not hand frames between workers, whatever the interfaces'
+    /// `handoff` keys say. Only correct when the NIC sends both directions
+    /// of a connection to the same queue (symmetric RSS key, see
+    /// deploy/setup-nic.sh) or with a single queue.
     #[arg(long)]
     pub no_handoff: bool,
     /// Stamp frames when user space reads them instead of in XDP. Only for
@@ -40,7 +41,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 JsonOut::File(PathBuf::from(j))
             }
         }),
-        handoff: !args.no_handoff,
+        no_handoff: args.no_handoff,
         tick: Duration::from_millis(100),
         read_time_stamps: args.read_time_stamps,
     };

@@ -33,8 +33,6 @@ use xdprobe_dataplane::source::afxdp::{BindMode, XskError, XskOptions, XskSocket
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ExporterError, ProbeCounters};
 
 use super::{
-    handoff,
-    merge::{Marks, Merge},
     privs::{self, PrivError},
     prom::{Limits, Metrics, MetricsServer, QueueReport, Report, ReportCollector},
     sink::{RecordSink, spawn_json_writer},
@@ -87,9 +85,9 @@ pub enum JsonOut {
 pub struct RunOptions {
     pub config: PathBuf,
     pub json: Option<JsonOut>,
-    /// Hand frames to the worker owning their flow (needed unless the NIC
-    /// hashes both directions to one queue: symmetric RSS key).
-    pub handoff: bool,
+    /// `--no-handoff`: never hand frames between workers, whatever the
+    /// interfaces' `handoff` keys say.
+    pub no_handoff: bool,
     /// Worker tick: flow expiry on quiet queues and snapshot publishing.
     pub tick: Duration,
     /// Stamp frames at read time instead of using the XDP timestamps (for
@@ -204,16 +202,42 @@ fn xsk_options(iface: &xdprobe_config::Interface) -> XskOptions {
     }
 }
 
+/// Whether `iface`'s workers hand frames to the worker owning their flow,
+/// and why (for the log): needed unless one queue gets both directions of
+/// every flow (one queue, or symmetric RSS).
+fn handoff_for(iface: &xdprobe_config::Interface, no_handoff: bool) -> (bool, String) {
+    use xdprobe_config::Handoff;
+    if iface.queues.len() <= 1 {
+        return (false, "one queue".into());
+    }
+    if no_handoff {
+        return (false, "--no-handoff".into());
+    }
+    match iface.handoff {
+        Handoff::On => (true, "handoff = \"on\"".into()),
+        Handoff::Off => (false, "handoff = \"off\"".into()),
+        Handoff::Auto => match crate::live::rss::query(&iface.name) {
+            Ok(rss @ crate::live::rss::Rss::Symmetric(_)) => (false, rss.to_string()),
+            Ok(rss) => (true, rss.to_string()),
+            Err(e) => (true, format!("RSS configuration unreadable: {e}")),
+        },
+    }
+}
+
 /// One capture interface once set up.
 struct Capture {
+    /// Frames are handed between this interface's workers.
+    handoff: bool,
     prog: XdpProgram,
     /// (queue, core, socket) until the workers take the sockets.
     sockets: Vec<(u32, usize, XskSocket)>,
 }
 
-fn set_up(cfg: &Config) -> Result<Vec<Capture>, DaemonError> {
+fn set_up(cfg: &Config, no_handoff: bool) -> Result<Vec<Capture>, DaemonError> {
     let mut out = Vec::with_capacity(cfg.interfaces.len());
     for iface in &cfg.interfaces {
+        let (handoff, why) = handoff_for(iface, no_handoff);
+        tracing::info!(iface = %iface.name, handoff, reason = %why, "hand-off between workers");
         let xerr = |source| DaemonError::Xdp {
             iface: iface.name.clone(),
             source: Box::new(source),
@@ -228,7 +252,11 @@ fn set_up(cfg: &Config) -> Result<Vec<Capture>, DaemonError> {
             sockets.push((q.queue, q.core, s));
         }
         prog.attach().map_err(xerr)?;
-        out.push(Capture { prog, sockets });
+        out.push(Capture {
+            handoff,
+            prog,
+            sockets,
+        });
     }
     Ok(out)
 }
@@ -257,8 +285,8 @@ fn spawn_workers(
     let total: usize = captures.iter().map(|c| c.sockets.len()).sum();
     for (cap, iface) in captures.iter_mut().zip(&cfg.interfaces) {
         let n = cap.sockets.len();
-        let ways = if opts.handoff { n } else { 1 };
-        let (mut producers, mut merges) = rings(ways);
+        let ways = if cap.handoff { n } else { 1 };
+        let (mut producers, mut merges) = crate::live::merge::mesh(ways);
         for (i, (queue, core, socket)) in cap.sockets.drain(..).enumerate() {
             let published = Arc::new(Mutex::new(Snapshot {
                 queue,
@@ -293,36 +321,6 @@ fn spawn_workers(
     control.rx_done.store(0, Ordering::Release);
     control.workers.store(total, Ordering::Release);
     Ok(run)
-}
-
-/// `producers[i][j]`: ring from worker i to worker j (i = j included: a
-/// worker's own frames also go through a ring, for the time-ordered merge);
-/// `merges[j]`: worker j's inputs. With `n` = 1 (hand-off off, or a single
-/// queue) there are no rings at all.
-fn rings(n: usize) -> (Vec<Vec<Option<handoff::Producer>>>, Vec<Option<Merge>>) {
-    if n <= 1 {
-        return (Vec::new(), Vec::new());
-    }
-    let marks = Marks::new(n);
-    let mut producers: Vec<Vec<Option<handoff::Producer>>> =
-        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    let mut merges: Vec<Merge> = (0..n)
-        .map(|me| Merge {
-            me,
-            inputs: Vec::with_capacity(n),
-            marks: marks.clone(),
-        })
-        .collect();
-    for (i, row) in producers.iter_mut().enumerate() {
-        for (j, slot) in row.iter_mut().enumerate() {
-            let (p, c) = handoff::ring(handoff::RING_SLOTS);
-            *slot = Some(p);
-            if let Some(m) = merges.get_mut(j) {
-                m.inputs.push((i, c));
-            }
-        }
-    }
-    (producers, merges.into_iter().map(Some).collect())
 }
 
 fn refresh_report(report: &Mutex<Report>, captures: &[Capture], running: &Running) {
@@ -367,9 +365,9 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     let signals = Signals::install()?;
     let cfg = xdprobe_config::load(&opts.config)?;
     // Before anything is loaded or allocated: refuse what cannot fit.
-    crate::budget::for_daemon(&cfg, &flow_config(&cfg), opts.handoff)
+    crate::budget::for_daemon(&cfg, &flow_config(&cfg), opts.no_handoff)
         .check(crate::budget::available())?;
-    let mut captures = set_up(&cfg)?;
+    let mut captures = set_up(&cfg, opts.no_handoff)?;
     // The host probes attach while the privileges are still held.
     let host_probes = crate::live::host::HostProbes::open(&cfg)?;
     let metrics = if cfg.metrics.enabled {

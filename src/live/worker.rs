@@ -1,8 +1,9 @@
 //! One thread per RX queue: drain its AF_XDP socket, hand frames whose
 //! flow another worker owns to that worker, feed the rest (and what others
-//! hand over) to this worker's own `xdprobe_dataplane::Worker`, and send
-//! finished records on. Shared-nothing: the flow table and counters belong
-//! to the thread; others only see a snapshot published once per tick.
+//! hand over, merged in timestamp order and in batches) to this worker's
+//! own `xdprobe_dataplane::Worker`, and send finished records on.
+//! Shared-nothing: the flow table and counters belong to the thread;
+//! others only see a snapshot published once per tick.
 
 use std::{
     sync::{
@@ -24,7 +25,7 @@ use xdprobe_dataplane::{
 
 use super::{
     clock::{TaiClock, unix_now},
-    handoff::Producer,
+    handoff::{Producer, Waiting},
     lograte::{ERROR_LOG_EVERY, LogEvery},
     merge::Merge,
     sink::RecordSink,
@@ -44,7 +45,8 @@ pub struct LoopStats {
     pub batches: u64,
     /// Frames passed to another worker's ring.
     pub handed_off: u64,
-    /// Frames lost because the owner's ring was full.
+    /// Frames lost because the owner's ring was full, or (for this
+    /// worker's own frames) its lane.
     pub handoff_full: u64,
     /// Frames received from other workers.
     pub handoff_in: u64,
@@ -89,8 +91,8 @@ pub struct QueueWorker {
     pub socket: XskSocket,
     pub flow: FlowConfig,
     pub sink: RecordSink,
-    /// `producers[j]`: ring to worker j, this worker's own included; empty
-    /// when hand-off is off.
+    /// `producers[j]`: ring to worker j (`None` for this worker: its own
+    /// frames go into its merge's lane); empty when hand-off is off.
     pub producers: Vec<Option<Producer>>,
     /// This worker's inputs when hand-off is on.
     pub merge: Option<Merge>,
@@ -151,40 +153,46 @@ impl QueueWorker {
             };
             let wait = waiting.then_some(SHORT_WAIT);
             let queue = self.socket.queue;
-            let got = if n <= 1 {
-                // One worker owns every flow: account the socket's frames
-                // as batches (parse all, prefetch their flows, then update).
-                self.socket.recv_chunks::<BATCH>(wait, |frames| {
-                    let mut batch = [Frame::default(); BATCH];
-                    for (p, frame) in batch.iter_mut().zip(frames) {
-                        let (ts, wire_len) = stamp(frame);
-                        *p = Frame {
-                            ts,
-                            link: Some(LinkType::Ethernet),
-                            linktype: 1,
-                            data: frame.data,
-                            wire_len,
-                            interface: queue,
-                        };
+            let got = match self.merge.as_mut().filter(|_| n > 1) {
+                None => {
+                    // One worker owns every flow: account the socket's frames
+                    // as batches (parse all, prefetch their flows, then update).
+                    self.socket.recv_chunks::<BATCH>(wait, |frames| {
+                        let mut batch = [Frame::default(); BATCH];
+                        for (p, frame) in batch.iter_mut().zip(frames) {
+                            let (ts, wire_len) = stamp(frame);
+                            *p = Frame {
+                                ts,
+                                link: Some(LinkType::Ethernet),
+                                linktype: 1,
+                                data: frame.data,
+                                wire_len,
+                                interface: queue,
+                            };
+                        }
+                        worker.on_batch(&batch[..frames.len()], &mut emit);
+                    })
+                }
+                Some(m) => {
+                    let producers = &mut self.producers;
+                    let got = self.socket.recv_batch(wait, |frame| {
+                        let (ts, wire_len) = stamp(&frame);
+                        let data = frame.data;
+                        let owner = steer::owner(data, n).unwrap_or(me);
+                        let w = Waiting { data, wire_len, ts };
+                        match hand(me, owner, w, m, producers) {
+                            Handed::Own => {}
+                            Handed::Other => rx.handed_off += 1,
+                            Handed::Full => rx.handoff_full += 1,
+                        }
+                    });
+                    // The rings' new frames become visible (one store per
+                    // ring and read) before the watermark vouches for them.
+                    for p in producers.iter_mut().flatten() {
+                        p.publish();
                     }
-                    worker.on_batch(&batch[..frames.len()], &mut emit);
-                })
-            } else {
-                self.socket.recv_batch(wait, |frame| {
-                    let (ts, wire) = stamp(&frame);
-                    // Every frame, this worker's own ones too, goes through a
-                    // ring so the owner can merge them in timestamp order.
-                    let owner = steer::owner(frame.data, n).unwrap_or(me);
-                    let pushed = match self.producers.get_mut(owner) {
-                        Some(Some(p)) => p.push(frame.data, wire, ts),
-                        _ => false,
-                    };
-                    match (pushed, owner == me) {
-                        (true, false) => rx.handed_off += 1,
-                        (true, true) => {}
-                        (false, _) => rx.handoff_full += 1,
-                    }
-                })
+                    got
+                }
             };
             if let Some(m) = &mut self.merge {
                 match got {
@@ -192,9 +200,7 @@ impl QueueWorker {
                     Ok(_) => m.marks.publish(me, newest),
                     Err(_) => {}
                 }
-                rx.handoff_in += m.run(false, |f, wire, ts| {
-                    worker.on_frame(Some(LinkType::Ethernet), f, wire, ts, &mut emit);
-                }) as u64;
+                rx.handoff_in += m.run(false, |b| worker.on_batch(b, &mut emit)) as u64;
             }
             match got {
                 Ok(0) => {
@@ -229,8 +235,8 @@ impl QueueWorker {
         }
 
         // Phase 2: every worker has stopped reading; take what is left in
-        // the hand-off rings (in order: every source is done), then end
-        // every active flow.
+        // the lane and the hand-off rings (in order: every source is done),
+        // then end every active flow.
         self.control.rx_done.fetch_add(1, Ordering::AcqRel);
         if let Some(m) = &mut self.merge {
             m.marks.publish(me, Timestamp::from_nanos(u64::MAX));
@@ -238,9 +244,7 @@ impl QueueWorker {
             loop {
                 let all_done = self.control.rx_done.load(Ordering::Acquire)
                     >= self.control.workers.load(Ordering::Acquire);
-                rx.handoff_in += m.run(all_done, |f, wire, ts| {
-                    worker.on_frame(Some(LinkType::Ethernet), f, wire, ts, &mut emit);
-                }) as u64;
+                rx.handoff_in += m.run(all_done, |b| worker.on_batch(b, &mut emit)) as u64;
                 if (all_done && !m.pending()) || Instant::now() > deadline {
                     break;
                 }
@@ -273,5 +277,90 @@ impl QueueWorker {
             *p = snap.clone();
         }
         snap
+    }
+}
+
+/// Where [`hand`] put a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Handed {
+    /// Into this worker's own lane.
+    Own,
+    /// Into the ring to the worker owning its flow.
+    Other,
+    /// Nowhere: that lane or ring was full (a counted drop).
+    Full,
+}
+
+/// Puts a frame this worker read where its flow's owner will merge it:
+/// this worker's own lane, or the ring to the owner (published after the
+/// read). A full lane or ring is a drop the caller counts, never a wait.
+#[inline]
+fn hand(
+    me: usize,
+    owner: usize,
+    w: Waiting<'_>,
+    merge: &mut Merge,
+    producers: &mut [Option<Producer>],
+) -> Handed {
+    let (pushed, to) = if owner == me {
+        (merge.own.push(w.data, w.wire_len, w.ts), Handed::Own)
+    } else {
+        let pushed = match producers.get_mut(owner) {
+            Some(Some(p)) => p.push(w.data, w.wire_len, w.ts),
+            _ => false,
+        };
+        (pushed, Handed::Other)
+    };
+    if pushed { to } else { Handed::Full }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::{
+        handoff::{Lane, Source, ring},
+        merge::Marks,
+    };
+
+    fn frame(tag: u8) -> Waiting<'static> {
+        static TAGS: [u8; 4] = [0, 1, 2, 3];
+        Waiting {
+            data: std::slice::from_ref(&TAGS[usize::from(tag)]),
+            wire_len: 60,
+            ts: Timestamp::from_nanos(u64::from(tag)),
+        }
+    }
+
+    /// Worker 1 of 2 keeps its own frames in its lane (no ring to itself
+    /// exists), hands the others to worker 0's ring, and reports a full
+    /// lane or ring as a drop.
+    #[test]
+    fn own_frames_go_to_the_lane_others_to_the_owners_ring() {
+        let (p0, mut c0) = ring(2);
+        let mut producers = vec![Some(p0), None];
+        let mut m = Merge {
+            me: 1,
+            own: Lane::new(2),
+            inputs: Vec::new(),
+            marks: Marks::new(2),
+        };
+        let mut hand1 = |owner, tag| hand(1, owner, frame(tag), &mut m, &mut producers);
+        assert_eq!(hand1(1, 0), Handed::Own);
+        assert_eq!(hand1(1, 1), Handed::Own);
+        assert_eq!(hand1(1, 2), Handed::Full, "lane of 2 is full");
+        assert_eq!(hand1(0, 2), Handed::Other);
+        assert_eq!(hand1(0, 3), Handed::Other);
+        assert_eq!(hand1(0, 1), Handed::Full, "ring of 2 is full");
+        assert_eq!(
+            hand1(5, 1),
+            Handed::Full,
+            "no such worker: counted, not lost silently"
+        );
+        assert_eq!(m.own.next_ts(), Some(Timestamp::from_nanos(0)));
+        assert_eq!(c0.next_ts(), None, "not published before the read ends");
+        for p in producers.iter_mut().flatten() {
+            p.publish();
+        }
+        assert_eq!(c0.next_ts(), Some(Timestamp::from_nanos(2)));
     }
 }

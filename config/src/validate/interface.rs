@@ -1,4 +1,4 @@
-//! `[[interface]]`: names, queues → cores, UMEM and ring sizes.
+//! `[[interface]]`: names, queues → cores, hand-off, UMEM and ring sizes.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use super::sections::{SECOND, ring, to_u32};
 use super::{DurationRule, IntRule, Validator};
 use crate::error::Problem;
 use crate::raw::{RawInterface, S};
-use crate::settings::{Interface, QueueBinding, XdpMode, XskBind};
+use crate::settings::{Handoff, Interface, QueueBinding, XdpMode, XskBind};
 
 /// Interface names the kernel would accept (IFNAMSIZ is 16 with the NUL).
 pub(super) fn valid_ifname(name: &str) -> bool {
@@ -142,6 +142,17 @@ impl Validator<'_> {
                         ("zero-copy", XskBind::ZeroCopy),
                     ],
                     &["auto", "copy", "zero-copy"],
+                ),
+                handoff: self.choice(
+                    &format!("{key}.handoff"),
+                    iface.handoff.as_ref(),
+                    Handoff::Auto,
+                    &[
+                        ("auto", Handoff::Auto),
+                        ("on", Handoff::On),
+                        ("off", Handoff::Off),
+                    ],
+                    &["auto", "on", "off"],
                 ),
                 queues,
                 umem_frames: to_u32(umem_frames),

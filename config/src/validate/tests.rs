@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::settings::{Mode, XdpMode, XskBind};
+use crate::settings::{Handoff, Mode, XdpMode, XskBind};
 
 /// A valid interface block, lines 1-3.
 const IFACE: &str = "[[interface]]\nname = \"eth1\"\nqueues = [{ queue = 0, core = 0 }]\n";
@@ -206,6 +206,12 @@ fn interfaces_required_and_named() {
         4,
         "not one of: auto, copy, zero-copy",
     );
+    one(
+        &format!("{IFACE}handoff = \"yes\"\n"),
+        "interface[0].handoff",
+        4,
+        "not one of: auto, on, off",
+    );
 }
 
 #[test]
@@ -319,7 +325,7 @@ fn umem_and_rings() {
         "between 1ms and 1s (got 5s)",
     );
     let c = ok(&format!(
-        "{IFACE}umem_frames = 8192\nframe_size = 2048\nrx_ring = 4096\nfill_ring = 8192\nbusy_poll = true\nxdp_mode = \"native\"\nxsk_bind = \"copy\"\n"
+        "{IFACE}umem_frames = 8192\nframe_size = 2048\nrx_ring = 4096\nfill_ring = 8192\nbusy_poll = true\nxdp_mode = \"native\"\nxsk_bind = \"copy\"\nhandoff = \"off\"\n"
     ));
     let i = &c.interfaces[0];
     assert_eq!(
@@ -328,6 +334,7 @@ fn umem_and_rings() {
     );
     assert!(i.busy_poll);
     assert_eq!((i.xdp_mode, i.xsk_bind), (XdpMode::Native, XskBind::Copy));
+    assert_eq!(i.handoff, Handoff::Off);
     assert_eq!(c.umem_bytes(), 8192 * 2048);
 }
 
@@ -516,6 +523,7 @@ fn minimal_config_gets_documented_defaults() {
     let i = &c.interfaces[0];
     assert_eq!(i.name, "eth1");
     assert_eq!((i.xdp_mode, i.xsk_bind), (XdpMode::Auto, XskBind::Auto));
+    assert_eq!(i.handoff, Handoff::Auto);
     assert_eq!(
         (
             i.umem_frames,

@@ -109,100 +109,20 @@ pub struct QueueWorker {
 const SHORT_WAIT: Duration = Duration::from_millis(1);
 
 impl QueueWorker {
-    /// The thread body. Returns the final snapshot.
+    /// The thread body: read and account until the daemon says stop, then
+    /// drain the hand-off and end every flow. Returns the final snapshot.
     pub fn run(mut self) -> Snapshot {
-        if let Some(core) = self.core
-            && !core_affinity::set_for_current(core_affinity::CoreId { id: core })
-        {
-            tracing::warn!(
-                queue = self.socket.queue,
-                core,
-                "could not pin worker to its core"
-            );
-        }
+        self.pin();
         let mut worker = Worker::new(&self.flow);
         let mut clock = TaiClock::new();
         let mut last_tick = Instant::now();
-        let me = self.index;
-        let n = self.workers;
-        let sink = &self.sink;
-        let mut emit = |rec: FlowRecord| sink.send(rec);
         let mut rx = LoopStats::default();
         let mut rx_log = LogEvery::new(ERROR_LOG_EVERY);
-        let read_time = self.read_time_stamps;
         let mut flow_generation = self.control.flow_generation.load(Ordering::Acquire);
 
         loop {
             let stopping = self.control.stop_rx.load(Ordering::Acquire);
-            let waiting = self.merge.as_mut().is_some_and(Merge::pending);
-            let mut read_ts: Option<Timestamp> = None;
-            let mut newest = Timestamp::ZERO;
-            let mut stamp = |frame: &RxFrame<'_>| {
-                let ts = match frame.tai_ns.filter(|_| !read_time) {
-                    Some(tai) => clock.to_unix(tai),
-                    None => {
-                        rx.ts_fallback += 1;
-                        *read_ts.get_or_insert_with(unix_now)
-                    }
-                };
-                newest = newest.max(ts);
-                let wire = u32::try_from(frame.data.len()).unwrap_or(u32::MAX);
-                rx.rx_frames += 1;
-                rx.rx_bytes += u64::from(wire);
-                (ts, wire)
-            };
-            let wait = waiting.then_some(SHORT_WAIT);
-            let queue = self.socket.queue;
-            let got = match self.merge.as_mut().filter(|_| n > 1) {
-                None => {
-                    // One worker owns every flow: account the socket's frames
-                    // as batches (parse all, prefetch their flows, then update).
-                    self.socket.recv_chunks::<BATCH>(wait, |frames| {
-                        let mut batch = [Frame::default(); BATCH];
-                        for (p, frame) in batch.iter_mut().zip(frames) {
-                            let (ts, wire_len) = stamp(frame);
-                            *p = Frame {
-                                ts,
-                                link: Some(LinkType::Ethernet),
-                                linktype: 1,
-                                data: frame.data,
-                                wire_len,
-                                interface: queue,
-                            };
-                        }
-                        worker.on_batch(&batch[..frames.len()], &mut emit);
-                    })
-                }
-                Some(m) => {
-                    let producers = &mut self.producers;
-                    let got = self.socket.recv_batch(wait, |frame| {
-                        let (ts, wire_len) = stamp(&frame);
-                        let data = frame.data;
-                        let owner = steer::owner(data, n).unwrap_or(me);
-                        let w = Waiting { data, wire_len, ts };
-                        match hand(me, owner, w, m, producers) {
-                            Handed::Own => {}
-                            Handed::Other => rx.handed_off += 1,
-                            Handed::Full => rx.handoff_full += 1,
-                        }
-                    });
-                    // The rings' new frames become visible (one store per
-                    // ring and read) before the watermark vouches for them.
-                    for p in producers.iter_mut().flatten() {
-                        p.publish();
-                    }
-                    got
-                }
-            };
-            if let Some(m) = &mut self.merge {
-                match got {
-                    Ok(0) => m.marks.publish_idle(me),
-                    Ok(_) => m.marks.publish(me, newest),
-                    Err(_) => {}
-                }
-                rx.handoff_in += m.run(false, |b| worker.on_batch(b, &mut emit)) as u64;
-            }
-            match got {
+            match self.receive(&mut worker, &mut clock, &mut rx) {
                 Ok(0) => {
                     if stopping {
                         break;
@@ -220,40 +140,15 @@ impl QueueWorker {
             }
             if last_tick.elapsed() >= self.tick {
                 last_tick = Instant::now();
-                let g = self.control.flow_generation.load(Ordering::Acquire);
-                if g != flow_generation {
-                    flow_generation = g;
-                    if let Ok(Some(cfg)) = self.control.flow_update.lock().as_deref() {
-                        worker.set_timeouts(cfg);
-                        tracing::info!(queue = self.socket.queue, "flow timeouts reloaded");
-                    }
-                }
-                clock.refresh();
-                worker.on_tick(unix_now(), &mut emit);
-                self.publish(&worker, rx);
+                self.on_tick(&mut worker, &mut clock, &mut flow_generation, rx);
             }
         }
 
-        // Phase 2: every worker has stopped reading; take what is left in
-        // the lane and the hand-off rings (in order: every source is done),
-        // then end every active flow.
-        self.control.rx_done.fetch_add(1, Ordering::AcqRel);
-        if let Some(m) = &mut self.merge {
-            m.marks.publish(me, Timestamp::from_nanos(u64::MAX));
-            let deadline = Instant::now() + Duration::from_secs(2);
-            loop {
-                let all_done = self.control.rx_done.load(Ordering::Acquire)
-                    >= self.control.workers.load(Ordering::Acquire);
-                rx.handoff_in += m.run(all_done, |b| worker.on_batch(b, &mut emit)) as u64;
-                if (all_done && !m.pending()) || Instant::now() > deadline {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
+        self.drain(&mut worker, &mut rx);
         // Shutdown must not lose records: wait for room from here on.
+        let sink = &self.sink;
         sink.set_blocking();
-        worker.flush(&mut emit);
+        worker.flush(&mut |rec| sink.send(rec));
         let snap = self.publish(&worker, rx);
         tracing::info!(
             queue = snap.queue,
@@ -262,6 +157,144 @@ impl QueueWorker {
             "worker stopped"
         );
         snap
+    }
+
+    fn pin(&self) {
+        if let Some(core) = self.core
+            && !core_affinity::set_for_current(core_affinity::CoreId { id: core })
+        {
+            tracing::warn!(
+                queue = self.socket.queue,
+                core,
+                "could not pin worker to its core"
+            );
+        }
+    }
+
+    /// One read of the socket. Alone, the worker accounts the frames as
+    /// batches (parse all, prefetch their flows, then update); with
+    /// hand-off, each frame goes to its owner's ring or this worker's own
+    /// lane, and the merge then accounts what no source can still precede.
+    fn receive(
+        &mut self,
+        worker: &mut Worker,
+        clock: &mut TaiClock,
+        rx: &mut LoopStats,
+    ) -> std::io::Result<usize> {
+        let (me, n, read_time) = (self.index, self.workers, self.read_time_stamps);
+        let queue = self.socket.queue;
+        let sink = &self.sink;
+        let mut emit = |rec: FlowRecord| sink.send(rec);
+        let waiting = self.merge.as_mut().is_some_and(Merge::pending);
+        let wait = waiting.then_some(SHORT_WAIT);
+        let mut read_ts: Option<Timestamp> = None;
+        let mut newest = Timestamp::ZERO;
+        let mut stamp = |frame: &RxFrame<'_>, rx: &mut LoopStats| {
+            let ts = match frame.tai_ns.filter(|_| !read_time) {
+                Some(tai) => clock.to_unix(tai),
+                None => {
+                    rx.ts_fallback += 1;
+                    *read_ts.get_or_insert_with(unix_now)
+                }
+            };
+            newest = newest.max(ts);
+            let wire = u32::try_from(frame.data.len()).unwrap_or(u32::MAX);
+            rx.rx_frames += 1;
+            rx.rx_bytes += u64::from(wire);
+            (ts, wire)
+        };
+        let got = match self.merge.as_mut().filter(|_| n > 1) {
+            None => self.socket.recv_chunks::<BATCH>(wait, |frames| {
+                let mut batch = [Frame::default(); BATCH];
+                for (p, frame) in batch.iter_mut().zip(frames) {
+                    let (ts, wire_len) = stamp(frame, rx);
+                    *p = Frame {
+                        ts,
+                        link: Some(LinkType::Ethernet),
+                        linktype: 1,
+                        data: frame.data,
+                        wire_len,
+                        interface: queue,
+                    };
+                }
+                worker.on_batch(&batch[..frames.len()], &mut emit);
+            }),
+            Some(m) => {
+                let producers = &mut self.producers;
+                let got = self.socket.recv_batch(wait, |frame| {
+                    let (ts, wire_len) = stamp(&frame, rx);
+                    let data = frame.data;
+                    let owner = steer::owner(data, n).unwrap_or(me);
+                    let w = Waiting { data, wire_len, ts };
+                    match hand(me, owner, w, m, producers) {
+                        Handed::Own => {}
+                        Handed::Other => rx.handed_off += 1,
+                        Handed::Full => rx.handoff_full += 1,
+                    }
+                });
+                // The rings' new frames become visible (one store per
+                // ring and read) before the watermark vouches for them.
+                for p in producers.iter_mut().flatten() {
+                    p.publish();
+                }
+                got
+            }
+        };
+        if let Some(m) = &mut self.merge {
+            match got {
+                Ok(0) => m.marks.publish_idle(me),
+                Ok(_) => m.marks.publish(me, newest),
+                Err(_) => {}
+            }
+            rx.handoff_in += m.run(false, |b| worker.on_batch(b, &mut emit)) as u64;
+        }
+        got
+    }
+
+    /// Every `tick`: timeouts reloaded by SIGHUP, the TAI offset, expiry
+    /// by the clock (a quiet queue still ends its flows), the snapshot.
+    fn on_tick(
+        &self,
+        worker: &mut Worker,
+        clock: &mut TaiClock,
+        flow_generation: &mut usize,
+        rx: LoopStats,
+    ) {
+        let g = self.control.flow_generation.load(Ordering::Acquire);
+        if g != *flow_generation {
+            *flow_generation = g;
+            if let Ok(Some(cfg)) = self.control.flow_update.lock().as_deref() {
+                worker.set_timeouts(cfg);
+                tracing::info!(queue = self.socket.queue, "flow timeouts reloaded");
+            }
+        }
+        clock.refresh();
+        let sink = &self.sink;
+        worker.on_tick(unix_now(), &mut |rec| sink.send(rec));
+        self.publish(worker, rx);
+    }
+
+    /// Phase 2 of shutdown: every worker has stopped reading; take what is
+    /// left in the lane and the hand-off rings (in order: every source is
+    /// done, or 2 s have passed).
+    fn drain(&mut self, worker: &mut Worker, rx: &mut LoopStats) {
+        self.control.rx_done.fetch_add(1, Ordering::AcqRel);
+        let Some(m) = &mut self.merge else {
+            return;
+        };
+        let sink = &self.sink;
+        let mut emit = |rec: FlowRecord| sink.send(rec);
+        m.marks.publish(self.index, Timestamp::from_nanos(u64::MAX));
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let all_done = self.control.rx_done.load(Ordering::Acquire)
+                >= self.control.workers.load(Ordering::Acquire);
+            rx.handoff_in += m.run(all_done, |b| worker.on_batch(b, &mut emit)) as u64;
+            if (all_done && !m.pending()) || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     fn publish(&self, worker: &Worker, mut live: LoopStats) -> Snapshot {

@@ -107,9 +107,13 @@ TOOLS=(
 )
 if [ -n "$BASELINE" ]; then
     [ -x "$BASELINE" ] || { echo "compare.sh: $BASELINE is not executable" >&2; exit 1; }
+    # One worker, as the rows it is compared with, where the baseline has
+    # the option (its default is then every core).
+    BW=""
+    "$BASELINE" pcap --help 2>/dev/null | grep -q -- '--workers' && BW="--workers 1"
     TOOLS+=(
-        "baseline (NPM on)|$BASELINE pcap $FILE --format none"
-        "baseline, TS input (NPM on)|$BASELINE pcap $TSFILE --format none"
+        "baseline (NPM on)|$BASELINE pcap $FILE --format none $BW"
+        "baseline, TS input (NPM on)|$BASELINE pcap $TSFILE --format none $BW"
     )
 fi
 # Index of a tool by name (for the cost table).

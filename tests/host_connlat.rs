@@ -149,7 +149,7 @@ fn check_latencies(server: SocketAddr) {
         .collect();
     assert_eq!(mine.len(), n, "every connection reported once: {rows:#?}");
     let mut worst: f64 = 0.0;
-    let mut within = 0;
+    let (mut within, mut within_ms) = (0, 0);
     for r in mine {
         assert_eq!(r["outcome"], "established");
         assert_eq!(r["dst"], server.ip().to_string());
@@ -163,13 +163,16 @@ fn check_latencies(server: SocketAddr) {
         worst = worst.max(client - lat);
         // What the client adds is its syscall entry and its wake-up after
         // the SYN-ACK: on a loaded 2-core machine that passes 100 µs now
-        // and then, never by much, and nearly every connection stays within.
-        assert!(
-            client - lat <= 1000.0,
-            "port {sport}: probe {lat} µs, the client's own connect() took {client} µs"
-        );
+        // and then, and a vCPU stall can hold one wake-up for ms (2.3 ms
+        // once, with the probe at 159 µs); nearly every connection stays
+        // within 100 µs, all but one within 1 ms.
         within += usize::from(client - lat <= 100.0);
+        within_ms += usize::from(client - lat <= 1000.0);
     }
+    assert!(
+        within_ms + 1 >= n,
+        "{within_ms}/{n} within 1 ms of the clients' own timing (worst {worst:.1} µs)"
+    );
     assert!(
         within * 10 >= n * 9,
         "{within}/{n} within 100 µs of the clients' own timing (worst {worst:.1} µs)"
@@ -230,11 +233,13 @@ fn refused_and_timed_out_attempts_are_reported_as_such() {
         assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
         (refused, t0.elapsed())
     });
-    let (rows, _) = probe.stop();
+    let (rows, log) = probe.stop();
     let find = |port: u16| {
-        rows.iter()
-            .find(|r| r["dport"] == port)
-            .unwrap_or_else(|| panic!("no report for port {port}: {rows:#?}"))
+        rows.iter().find(|r| r["dport"] == port).unwrap_or_else(|| {
+            panic!(
+                "no report for port {port}: {rows:#?}\nprobe's log (counters at the end):\n{log}"
+            )
+        })
     };
     let r = find(5403);
     assert_eq!(r["outcome"], "refused");

@@ -370,7 +370,10 @@ fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
     assert!((t4_ns(&port.to_string()) as f64 / 1000.0 - p50(rev, "T4")).abs() < 0.01);
 
     // Prometheus: every timed byte of both directions, T4 between 2 and
-    // 20 ms (none uncorrected: that would be −251 ms or +249 ms).
+    // 200 ms: none uncorrected, which would read −251 ms (counted in the
+    // lowest bucket) or +249 ms. The upper bound is the histogram's last
+    // bucket below 249 ms, not a guess at the bridge's worst hold: a stalled
+    // vCPU once held one segment of 299 in the bridge past 20 ms in CI.
     let h = "xdprobe_manager_segment_latency_seconds";
     let count = metric(&metrics, &format!("{h}_count{{segment=\"T4\"}}"));
     let below = metric(
@@ -379,10 +382,12 @@ fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
     );
     let within = metric(
         &metrics,
-        &format!("{h}_bucket{{le=\"0.02\",segment=\"T4\"}}"),
+        &format!("{h}_bucket{{le=\"0.2\",segment=\"T4\"}}"),
     );
     let timed = fwd["complete"].as_f64().unwrap() + rev["complete"].as_f64().unwrap();
-    eprintln!("metrics: T4 count {count}, ≤ 2 ms {below}, ≤ 20 ms {within}; reports timed {timed}");
+    eprintln!(
+        "metrics: T4 count {count}, ≤ 2 ms {below}, ≤ 200 ms {within}; reports timed {timed}"
+    );
     assert!(count >= timed * 0.9, "{count} vs {timed}");
     assert_eq!(below, 0.0);
     assert_eq!(within, count);

@@ -49,6 +49,7 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
         active_timeout: "300s",
         user: None,
         extra_config: &host,
+        interface_extra: "",
     };
     let mut probe = Probe::start(&b.p, &tmp.0, &opts);
     let log = probe.log_text();

@@ -258,6 +258,7 @@ fn live_run(
             active_timeout: "300s",
             user: None,
             extra_config: "",
+            interface_extra: "",
         },
     );
     let dns = dns_traffic(&b);
@@ -351,6 +352,144 @@ fn live_two_queues_hand_off_and_agree_with_tshark() {
     assert!(q0 > 0 && q1 > 0, "both queues receive: {q0} / {q1}");
     assert!(out > 0, "directions split over queues must be handed off");
     assert_eq!((out, full), (inn, 0), "every handed-off frame arrives");
+}
+
+/// One run of the TCP traffic through a lossless bridge with `handoff` set
+/// in the interface's table (and `args` on the command line); returns the
+/// TCP records, the final metrics and the log.
+fn handoff_run(
+    b: &Bench,
+    dir: &std::path::Path,
+    iface_extra: &str,
+    args: Vec<&str>,
+    port: u16,
+) -> (Vec<Value>, String, String) {
+    let probe = Probe::start(
+        &b.p,
+        dir,
+        &ProbeOpts {
+            iface: "p1",
+            queues: 2,
+            collectors: Vec::new(),
+            metrics_port: port,
+            extra_args: args,
+            idle_timeout: "300s",
+            active_timeout: "300s",
+            user: None,
+            extra_config: "",
+            interface_extra: iface_extra,
+        },
+    );
+    tcp_traffic(b);
+    // The metrics endpoint shows what the workers published last (every
+    // `log_interval`, 1 s here).
+    std::thread::sleep(Duration::from_millis(1500));
+    let metrics = probe.metrics(&b.p);
+    let (status, records, log) = probe.stop();
+    assert!(status.success(), "xdprobe run must exit 0: {status}\n{log}");
+    let tcp = records
+        .into_iter()
+        .filter(|r| u(&r["proto"]) == 6)
+        .collect();
+    (tcp, metrics, log)
+}
+
+/// Records holding packets of both directions.
+fn two_way(records: &[Value]) -> usize {
+    records
+        .iter()
+        .filter(|r| u(&r["c2s"]["packets"]) > 0 && u(&r["s2c"]["packets"]) > 0)
+        .count()
+}
+
+/// The interface's `handoff` key decides, and `--no-handoff` overrides it.
+/// The bench puts the two directions of every connection on different
+/// queues, as a NIC without symmetric RSS would: with the hand-off off each
+/// worker sees one direction, so no record holds both (the half flows
+/// `docs/operations.md` warns about); with it on, every connection is one
+/// record again.
+#[test]
+fn live_two_queues_handoff_key_takes_effect() {
+    let _serial = xdprobe_test_support::serial();
+    let test = "live_two_queues_handoff_key_takes_effect";
+    if !require_root(test) {
+        return;
+    }
+    let tmp = TempDir::new(test);
+    // The project's bridge without impairment: its legs are pinned, which
+    // is what sends each direction to its own queue.
+    let impair = Impair {
+        seed: 7,
+        ..Impair::default()
+    };
+    let b = Bench::new(2, Some(impair), &tmp.0);
+    let queues = |m: &str| {
+        (
+            metric(m, "xdprobe_worker_rx_frames_total", "queue=\"0\""),
+            metric(m, "xdprobe_worker_rx_frames_total", "queue=\"1\""),
+        )
+    };
+    let cases: [(&str, &str, Vec<&str>, bool, &str); 3] = [
+        (
+            "off",
+            "handoff = \"off\"",
+            Vec::new(),
+            false,
+            "reason=handoff = \"off\"",
+        ),
+        (
+            "on",
+            "handoff = \"on\"",
+            Vec::new(),
+            true,
+            "reason=handoff = \"on\"",
+        ),
+        (
+            "on_cli_off",
+            "handoff = \"on\"",
+            vec!["--no-handoff"],
+            false,
+            "reason=--no-handoff",
+        ),
+    ];
+    for (i, (name, key, args, on, why)) in cases.into_iter().enumerate() {
+        let dir = tmp.0.join(name);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (recs, m, log) = handoff_run(&b, &dir, key, args, 19470 + i as u16);
+        let out = metric(&m, "xdprobe_worker_handoff_out_total", "");
+        let inn = metric(&m, "xdprobe_worker_handoff_in_total", "");
+        let (q0, q1) = queues(&m);
+        let both = two_way(&recs);
+        eprintln!(
+            "{name}: queue 0 {q0} frames, queue 1 {q1}; handed off {out}, received {inn}; \
+             {} TCP records, {both} with both directions",
+            recs.len()
+        );
+        assert!(
+            log.contains(why),
+            "{name}: the log gives the reason {why:?}:\n{log}"
+        );
+        assert!(q0 > 0 && q1 > 0, "{name}: both queues receive: {q0} / {q1}");
+        assert_eq!(out, inn, "{name}: every handed-off frame arrives");
+        if on {
+            assert!(
+                out > 0,
+                "{name}: directions split over queues are handed off"
+            );
+            assert_eq!(
+                both, CONNS,
+                "{name}: one two-way record per connection: {recs:#?}"
+            );
+            assert_eq!(recs.len(), CONNS, "{name}: {recs:#?}");
+        } else {
+            assert_eq!(out, 0, "{name}: nothing handed off");
+            assert_eq!(both, 0, "{name}: each worker saw one direction: {recs:#?}");
+            assert!(
+                recs.len() >= 2 * CONNS,
+                "{name}: every connection split over the two workers: {recs:#?}"
+            );
+        }
+    }
 }
 
 /// Measurement for BENCHMARKS.md: the same run with frames stamped when

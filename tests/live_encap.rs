@@ -179,6 +179,7 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
             active_timeout: "300s",
             user: None,
             extra_config: "",
+            interface_extra: "",
         },
     );
     tx.run(|| send_raw(TX_DEV, &frames));

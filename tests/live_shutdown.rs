@@ -71,6 +71,7 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
         active_timeout: "300s",
         user: None,
         extra_config: "",
+        interface_extra: "",
     };
     let probe = Probe::start(&b.p, &tmp.0, &opts);
     let pid = probe.child.id();
@@ -216,6 +217,7 @@ fn runs_as_the_configured_user_and_still_captures() {
         active_timeout: "300s",
         user: Some("nobody"),
         extra_config: "",
+        interface_extra: "",
     };
     let probe = Probe::start(&b.p, &tmp.0, &opts);
     let pid = probe.child.id();

@@ -379,6 +379,7 @@ fn live_ts_rtt_follows_the_delay_and_agrees_with_the_kernels_srtt() {
             active_timeout: "1s",
             user: None,
             extra_config: "",
+            interface_extra: "",
         },
     );
     let trace = Trace::start();

@@ -30,6 +30,8 @@ pub struct ProbeOpts<'a> {
     pub user: Option<&'a str>,
     /// More config sections, appended as they are (e.g. `[host]`).
     pub extra_config: &'a str,
+    /// More keys of the `[[interface]]` table (e.g. `handoff = "off"`).
+    pub interface_extra: &'a str,
 }
 
 pub struct Probe {
@@ -61,6 +63,7 @@ rx_ring = 8192
 fill_ring = 8192
 completion_ring = 64
 poll_timeout = "10ms"
+{iface_extra}
 
 [flow]
 capacity = 65536
@@ -88,6 +91,7 @@ listen = "127.0.0.1:{port}"
         collectors = collectors.join(", "),
         port = o.metrics_port,
         extra = o.extra_config,
+        iface_extra = o.interface_extra,
     )
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
-    programs::TracePoint,
+    programs::{BtfTracePoint, TracePoint},
 };
 use serde::Serialize;
 use xdprobe_common::host::{
@@ -18,7 +18,7 @@ use xdprobe_common::host::{
 };
 
 use crate::hooks::CLOSE_EVENT;
-use crate::kernel::{Kernel, offsets};
+use crate::kernel::{Kernel, offsets, progstats};
 use crate::object;
 use crate::stack::probe::ProbeError;
 
@@ -112,8 +112,15 @@ pub struct ConnProbe {
     ring: RingBuf<MapData>,
     counters: PerCpuArray<MapData, ConnCounters>,
     starts: BpfHashMap<MapData, u64, ConnStart>,
-    _ebpf: Ebpf,
+    /// The attached program and its hook, for the log and the kernel's
+    /// counters.
+    prog: &'static str,
+    hook: &'static str,
+    ebpf: Ebpf,
 }
+
+const PROG_BTF: &str = "conn_set_state_btf";
+const PROG_CLASSIC: &str = "conn_set_state";
 
 impl ConnProbe {
     pub fn start(kernel: &Kernel, opts: &ConnOptions) -> Result<ConnProbe, ProbeError> {
@@ -132,12 +139,16 @@ impl ConnProbe {
             .member("sock", "sk_err")
             .map_err(offsets::OffsetError::from)?
             .offset;
+        // The BTF-typed program needs the socket's layout; without it the
+        // classic tracepoint's record carries everything.
+        let sk = offsets::conn_sock_offsets(&kernel.btf);
         let mut s = ConnSettings {
             tp,
             sk_err,
             min_ns: opts.min_latency.as_nanos() as u64,
             wakeup_bytes: 1 << 16,
             n_tgids: opts.pids.len() as u32,
+            sk: sk.as_ref().copied().unwrap_or_default(),
             ..ConnSettings::ZERO
         };
         s.tgids[..opts.pids.len()].copy_from_slice(&opts.pids);
@@ -145,19 +156,21 @@ impl ConnProbe {
             .override_global(names::CONN_SETTINGS, &s, true)
             .load(object::CONNLAT)
             .map_err(ProbeError::Load)?;
-        let name = "conn_set_state";
-        let err = |source| ProbeError::Program {
-            name,
-            hook: format!("tracepoint:{CLOSE_EVENT}"),
-            source,
+        let btf = match &sk {
+            Ok(_) => attach_btf(&mut ebpf, kernel),
+            Err(e) => Err(e.to_string()),
         };
-        let p: &mut TracePoint = ebpf
-            .program_mut(name)
-            .ok_or(ProbeError::Missing(name))?
-            .try_into()
-            .map_err(err)?;
-        p.load().map_err(err)?;
-        p.attach("sock", "inet_sock_set_state").map_err(err)?;
+        let (prog, hook) = match btf {
+            Ok(()) => (PROG_BTF, "tp_btf:inet_sock_set_state"),
+            Err(why) => {
+                tracing::info!(
+                    reason = %why,
+                    "no BTF-typed inet_sock_set_state: using the classic tracepoint, which the kernel skips while other BPF programs or map calls run on the same CPU"
+                );
+                attach_classic(&mut ebpf)?;
+                (PROG_CLASSIC, "tracepoint:sock:inet_sock_set_state")
+            }
+        };
         let take =
             |ebpf: &mut Ebpf, n: &'static str| ebpf.take_map(n).ok_or(ProbeError::Missing(n));
         let ring = RingBuf::try_from(take(&mut ebpf, names::CONN_EVENTS)?)
@@ -170,8 +183,23 @@ impl ConnProbe {
             ring,
             counters,
             starts,
-            _ebpf: ebpf,
+            prog,
+            hook,
+            ebpf,
         })
+    }
+
+    /// Where the program is attached (`tp_btf:…` or `tracepoint:…`).
+    pub fn hook(&self) -> &'static str {
+        self.hook
+    }
+
+    /// Runs of the program the kernel skipped (`recursion_misses`): state
+    /// changes this probe could not see. `None` if the kernel does not say.
+    pub fn kernel_skipped(&self) -> Option<u64> {
+        let p = self.ebpf.program(self.prog)?;
+        let fd = p.fd().ok()?;
+        progstats::prog_stats(std::os::fd::AsFd::as_fd(fd)).map(|s| s.recursion_misses)
     }
 
     /// Hands every finished attempt waiting in the ring buffer to `f`.
@@ -224,4 +252,35 @@ impl ConnProbe {
     pub fn fd(&self) -> RawFd {
         self.ring.as_raw_fd()
     }
+}
+
+/// The BTF-typed program on the raw tracepoint; the reason as text if the
+/// kernel refuses it (no `tp_btf`, or the prototype differs).
+fn attach_btf(ebpf: &mut Ebpf, kernel: &Kernel) -> Result<(), String> {
+    let p = ebpf
+        .program_mut(PROG_BTF)
+        .ok_or_else(|| format!("no program {PROG_BTF} in the object"))?;
+    let p: &mut BtfTracePoint = p.try_into().map_err(|e| format!("{e}"))?;
+    p.load("inet_sock_set_state", &kernel.aya_btf)
+        .map_err(|e| format!("loading {PROG_BTF}: {e}"))?;
+    p.attach()
+        .map_err(|e| format!("attaching {PROG_BTF}: {e}"))?;
+    Ok(())
+}
+
+fn attach_classic(ebpf: &mut Ebpf) -> Result<(), ProbeError> {
+    let name = PROG_CLASSIC;
+    let err = |source| ProbeError::Program {
+        name,
+        hook: format!("tracepoint:{CLOSE_EVENT}"),
+        source,
+    };
+    let p: &mut TracePoint = ebpf
+        .program_mut(name)
+        .ok_or(ProbeError::Missing(name))?
+        .try_into()
+        .map_err(err)?;
+    p.load().map_err(err)?;
+    p.attach("sock", "inet_sock_set_state").map_err(err)?;
+    Ok(())
 }

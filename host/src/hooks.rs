@@ -61,6 +61,14 @@ impl Hook {
             .split_once(':')
             .map_or(self.target.as_str(), |(_, n)| n)
     }
+
+    /// The BTF-typed program on the same tracepoint, for a classic one.
+    pub fn btf_twin(&self) -> Option<Hook> {
+        (self.kind == Kind::Tracepoint).then(|| Hook {
+            kind: Kind::TpBtf,
+            target: self.tp_name().to_owned(),
+        })
+    }
 }
 
 impl fmt::Display for Hook {
@@ -190,6 +198,9 @@ impl Layer {
     }
 
     /// The hooks used when the config names none, in order of preference.
+    /// On the skb layers each classic tracepoint here is attached as its
+    /// BTF-typed twin where the kernel takes that (`btf_twin`, see
+    /// `stack::probe::resolve`), the classic one otherwise.
     pub fn default_hooks(self) -> Vec<Hook> {
         let tp = Hook::tracepoint;
         let btf = |n: &str| Hook {

@@ -68,7 +68,7 @@ pub fn run(a: ConnlatArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(anyhow::Error::new(e).context("starting the connect-latency probe")),
     };
-    tracing::info!("attached to tracepoint:sock:inet_sock_set_state");
+    tracing::info!("attached to {}", probe.hook());
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
@@ -126,6 +126,8 @@ pub fn run(a: ConnlatArgs) -> anyhow::Result<ExitCode> {
         below_min = c.below_min,
         ringbuf_full = c.ringbuf_full,
         no_start = c.no_start,
+        no_identity = c.no_identity,
+        kernel_skipped = probe.kernel_skipped().unwrap_or(0),
         pending = probe.pending(),
         "connlat done"
     );

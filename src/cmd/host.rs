@@ -262,8 +262,8 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
     }
     if a.stats {
         eprintln!(
-            "kernel: {:?}\nmatcher: {:?}\nreports: {}",
-            stats.kernel, stats.matcher, stats.reports
+            "kernel: {:?}\nkernel skipped runs: {} (the programs' recursion_misses)\nmatcher: {:?}\nreports: {}",
+            stats.kernel, stats.kernel_skipped, stats.matcher, stats.reports
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -129,6 +129,10 @@ pub struct HostMetrics {
     pub attempts: BTreeMap<&'static str, u64>,
     pub stack_kernel: StackCounters,
     pub conn_kernel: ConnCounters,
+    /// Runs of the connect program the kernel skipped (its own count).
+    pub conn_skipped: u64,
+    /// Runs of the stack programs the kernel skipped.
+    pub stack_skipped: u64,
     pub matcher: MatchCounters,
     pub reports: u64,
     pub ipfix_errors: u64,
@@ -229,6 +233,11 @@ impl Collector for HostCollector {
                 "Observations outside the scope.",
                 k.filtered,
             ),
+            (
+                "xdprobe_host_runs_skipped",
+                "Stack program runs the kernel skipped (their recursion_misses): observations no program saw.",
+                m.stack_skipped,
+            ),
             ("xdprobe_host_flows", "Flows the matcher tracked.", mt.flows),
             (
                 "xdprobe_host_flows_dropped",
@@ -255,6 +264,11 @@ impl Collector for HostCollector {
                 "xdprobe_host_connects_lost",
                 "Connect reports lost to a full ring buffer.",
                 c.ringbuf_full,
+            ),
+            (
+                "xdprobe_host_connect_runs_skipped",
+                "State changes the kernel did not run the connect program for (its recursion_misses).",
+                m.conn_skipped,
             ),
         ] {
             ConstCounter::new(v).encode(enc.encode_descriptor(
@@ -307,7 +321,7 @@ impl HostProbes {
                     min_latency: Duration::ZERO,
                 },
             )?;
-            tracing::info!("host connect latency attached");
+            tracing::info!(hook = c.hook(), "host connect latency attached");
             Some(c)
         } else {
             None
@@ -460,6 +474,7 @@ impl Run {
                 self.local.observe(&s);
             }
             self.local.stack_kernel = probe.counters();
+            self.local.stack_skipped = probe.kernel_skipped();
             self.local.matcher = matcher.counters();
         }
         for r in reports {
@@ -467,6 +482,7 @@ impl Run {
         }
         if let Some(c) = self.probes.conn.as_ref() {
             self.local.conn_kernel = c.counters();
+            self.local.conn_skipped = c.kernel_skipped().unwrap_or(0);
         }
         let before = self.probes.ipfix.errors;
         let recs = std::mem::take(&mut self.pending);

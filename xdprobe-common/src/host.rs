@@ -413,10 +413,50 @@ pub struct ConnSettings {
     pub wakeup_bytes: u32,
     pub n_tgids: u32,
     pub tgids: [u32; STACK_MAX_TGIDS],
+    /// Socket member offsets for the BTF-typed program, which gets only
+    /// the socket and the two states and reads the rest from the socket.
+    pub sk: ConnSockOffsets,
+}
+
+/// Where the BTF-typed connect program finds, in a `struct sock`, what the
+/// classic tracepoint's record carries (the same members its
+/// `TP_fast_assign` reads; `inet_sport`, not `skc_num`, since the port is
+/// released before the CLOSE transition).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnSockOffsets {
+    /// `sock.sk_protocol` (u16).
+    pub protocol: u32,
+    /// `sock_common.skc_family` (u16).
+    pub family: u32,
+    /// `inet_sock.inet_sport` (__be16).
+    pub sport: u32,
+    /// `sock_common.skc_dport` (__be16).
+    pub dport: u32,
+    /// `sock_common.skc_rcv_saddr` / `skc_daddr` (__be32).
+    pub saddr: u32,
+    pub daddr: u32,
+    /// `sock_common.skc_v6_rcv_saddr` / `skc_v6_daddr` (16 bytes).
+    pub saddr6: u32,
+    pub daddr6: u32,
+}
+
+impl ConnSockOffsets {
+    pub const ZERO: ConnSockOffsets = ConnSockOffsets {
+        protocol: 0,
+        family: 0,
+        sport: 0,
+        dport: 0,
+        saddr: 0,
+        daddr: 0,
+        saddr6: 0,
+        daddr6: 0,
+    };
 }
 
 impl ConnSettings {
     pub const ZERO: ConnSettings = ConnSettings {
+        sk: ConnSockOffsets::ZERO,
         tp: TpOffsets::ZERO,
         sk_err: 0,
         min_ns: 0,
@@ -488,6 +528,9 @@ pub struct ConnCounters {
     /// An end without a recorded start (began before the probe, or its
     /// entry was evicted).
     pub no_start: u64,
+    /// An end whose addresses could not be read (not IPv4/IPv6, or a
+    /// failed read): not reported.
+    pub no_identity: u64,
 }
 
 impl ConnCounters {
@@ -498,6 +541,7 @@ impl ConnCounters {
             ringbuf_full: self.ringbuf_full.wrapping_add(o.ringbuf_full),
             below_min: self.below_min.wrapping_add(o.below_min),
             no_start: self.no_start.wrapping_add(o.no_start),
+            no_identity: self.no_identity.wrapping_add(o.no_identity),
         }
     }
 }
@@ -536,6 +580,6 @@ const _: () = assert!(core::mem::size_of::<SendSlot>() == 32);
 const _: () = assert!(core::mem::size_of::<SockId>() == 44);
 const _: () = assert!(core::mem::size_of::<ConnEvent>() == 8 + 8 + 4 + 4 + 16 + 32 + 8);
 const _: () = assert!(core::mem::size_of::<ConnStart>() == 32);
-const _: () = assert!(core::mem::size_of::<ConnSettings>() == 27 * 4 + 4 + 8 + 4 + 4 + 32);
+const _: () = assert!(core::mem::size_of::<ConnSettings>() == 27 * 4 + 4 + 8 + 4 + 4 + 32 + 8 * 4);
 const _: () =
     assert!(core::mem::size_of::<StackSettings>() == 96 + 27 * 4 + 24 + 32 + 32 + 32 + 4 + 64 + 8);

@@ -1,5 +1,13 @@
 //! TCP connect latency per process, from one tracepoint:
-//! `sock:inet_sock_set_state`. CLOSE → SYN_SENT fires inside `connect()`,
+//! `sock:inet_sock_set_state`, as a BTF-typed raw tracepoint where the
+//! kernel has one (`conn_set_state_btf`) or else the classic tracepoint
+//! (`conn_set_state`). The BTF-typed one is preferred because the kernel
+//! skips a classic tracepoint program whenever *any* BPF program or a BPF
+//! map system call is already running on that CPU (the `bpf_prog_active`
+//! guard, counted in the program's `recursion_misses`), which loses
+//! attempts while user space reads the probe's own maps; a raw tracepoint
+//! program is skipped only when it interrupts itself.
+//! CLOSE → SYN_SENT fires inside `connect()`,
 //! in the connecting process's context, so the process is known there; the
 //! start is kept by socket. SYN_SENT → ESTABLISHED (in softirq, when the
 //! SYN+ACK is processed) or SYN_SENT → CLOSE (refused, timed out, aborted)
@@ -13,13 +21,16 @@
 use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{map, tracepoint},
+    macros::{btf_tracepoint, map, tracepoint},
     maps::{LruHashMap, PerCpuArray, RingBuf},
-    programs::TracePointContext,
+    programs::{BtfTracePointContext, TracePointContext},
 };
-use host_prog::{IPPROTO_TCP, rd, state_identity, tp_i32, tp_u16, tp_u64};
+use host_prog::{
+    AF_INET, AF_INET6, IPPROTO_TCP, StateIdentity, rd, state_identity, tp_i32, tp_u16, tp_u64,
+};
 use xdprobe_common::host::{
-    ConnCounters, ConnEvent, ConnSettings, ConnStart, STACK_MAX_TGIDS, conn_result,
+    ConnCounters, ConnEvent, ConnSettings, ConnSockOffsets, ConnStart, STACK_MAX_TGIDS,
+    conn_result,
 };
 
 #[unsafe(link_section = "license")]
@@ -89,6 +100,48 @@ pub fn conn_set_state(ctx: TracePointContext) -> u32 {
     let old = tp_i32(&ctx, tp.state_old);
     let new = tp_i32(&ctx, tp.state_new);
     let sk = tp_u64(&ctx, tp.state_sk);
+    on_state(old, new, sk, || state_identity(&ctx, &tp))
+}
+
+#[btf_tracepoint(function = "inet_sock_set_state")]
+pub fn conn_set_state_btf(ctx: BtfTracePointContext) -> u32 {
+    let sk: u64 = ctx.arg(0);
+    let old: i32 = ctx.arg(1);
+    let new: i32 = ctx.arg(2);
+    let o = setting!(sk);
+    if rd::<u16>(sk, o.protocol) != Some(u16::from(IPPROTO_TCP)) {
+        return 0;
+    }
+    on_state(old, new, sk, || sock_identity(sk, &o))
+}
+
+/// The connection's identity from the socket, as the classic tracepoint's
+/// `TP_fast_assign` takes it.
+#[inline(always)]
+fn sock_identity(sk: u64, o: &ConnSockOffsets) -> Option<StateIdentity> {
+    let family = rd::<u16>(sk, o.family)?;
+    let mut id = StateIdentity {
+        family: family as u8,
+        saddr: [0; 16],
+        daddr: [0; 16],
+        sport: u16::from_be(rd::<u16>(sk, o.sport)?),
+        dport: u16::from_be(rd::<u16>(sk, o.dport)?),
+    };
+    if family == AF_INET {
+        id.saddr[..4].copy_from_slice(&rd::<[u8; 4]>(sk, o.saddr)?);
+        id.daddr[..4].copy_from_slice(&rd::<[u8; 4]>(sk, o.daddr)?);
+    } else if family == AF_INET6 {
+        id.saddr = rd::<[u8; 16]>(sk, o.saddr6)?;
+        id.daddr = rd::<[u8; 16]>(sk, o.daddr6)?;
+    } else {
+        return None;
+    }
+    Some(id)
+}
+
+/// One TCP state change of socket `sk`, whichever hook saw it.
+#[inline(always)]
+fn on_state(old: i32, new: i32, sk: u64, identity: impl FnOnce() -> Option<StateIdentity>) -> u32 {
     // SAFETY: helper without arguments.
     let now = unsafe { bpf_ktime_get_ns() };
     if old == TCP_CLOSE && new == TCP_SYN_SENT {
@@ -137,7 +190,10 @@ pub fn conn_set_state(ctx: TracePointContext) -> u32 {
         };
         (r, err)
     };
-    let Some(id) = state_identity(&ctx, &tp) else {
+    let Some(id) = identity() else {
+        if let Some(c) = counters() {
+            c.no_identity += 1;
+        }
         return 0;
     };
     let ev = ConnEvent {

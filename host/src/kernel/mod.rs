@@ -6,6 +6,7 @@
 pub mod btf;
 pub mod kallsyms;
 pub mod offsets;
+pub mod progstats;
 pub mod tracefs;
 
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! with each size checked, so a kernel that moved or retyped something is a
 //! start-up error naming it, never a program reading the wrong bytes.
 
-use xdprobe_common::host::{KernelOffsets, TpOffsets};
+use xdprobe_common::host::{ConnSockOffsets, KernelOffsets, TpOffsets};
 
 use super::btf::{Btf, BtfError};
 use super::tracefs::{Format, Tracefs, TracefsError};
@@ -90,6 +90,21 @@ pub fn kernel_offsets(btf: &Btf) -> Result<KernelOffsets, OffsetError> {
         ));
     }
     Ok(o)
+}
+
+/// The socket members the BTF-typed connect program reads in place of the
+/// classic tracepoint's record.
+pub fn conn_sock_offsets(btf: &Btf) -> Result<ConnSockOffsets, OffsetError> {
+    Ok(ConnSockOffsets {
+        protocol: member(btf, "sock", "sk_protocol", 2)?,
+        family: member(btf, "sock", "__sk_common.skc_family", 2)?,
+        sport: member(btf, "inet_sock", "inet_sport", 2)?,
+        dport: member(btf, "sock", "__sk_common.skc_dport", 2)?,
+        saddr: member(btf, "sock", "__sk_common.skc_rcv_saddr", 4)?,
+        daddr: member(btf, "sock", "__sk_common.skc_daddr", 4)?,
+        saddr6: member(btf, "sock", "__sk_common.skc_v6_rcv_saddr", 16)?,
+        daddr6: member(btf, "sock", "__sk_common.skc_v6_daddr", 16)?,
+    })
 }
 
 /// Tracepoint record offsets of the stack-latency programs' fixed

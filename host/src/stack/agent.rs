@@ -59,6 +59,8 @@ impl WallClock {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunStats {
     pub kernel: StackCounters,
+    /// Program runs the kernel skipped (`StackProbe::kernel_skipped`).
+    pub kernel_skipped: u64,
     pub matcher: MatchCounters,
     pub reports: u64,
 }
@@ -151,6 +153,7 @@ pub fn run_with(
     }
     RunStats {
         kernel: probe.counters(),
+        kernel_skipped: probe.kernel_skipped(),
         matcher: matcher.counters(),
         reports,
     }

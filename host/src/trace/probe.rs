@@ -364,6 +364,18 @@ impl TraceProbe {
             .unwrap_or_default()
     }
 
+    /// Runs of the attached programs the kernel skipped, summed.
+    pub fn kernel_skipped(&self) -> u64 {
+        let Some(ebpf) = self.ebpf.as_ref() else {
+            return 0;
+        };
+        ebpf.programs()
+            .filter_map(|(_, p)| p.fd().ok())
+            .filter_map(|fd| crate::kernel::progstats::prog_stats(std::os::fd::AsFd::as_fd(fd)))
+            .map(|s| s.recursion_misses)
+            .sum()
+    }
+
     /// Trails open in the kernel now.
     pub fn open_trails(&self) -> usize {
         self.trails.keys().count()
@@ -379,6 +391,10 @@ impl TraceProbe {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunStats {
     pub kernel: TraceCounters,
+    /// Runs of the point programs the kernel skipped (their
+    /// `recursion_misses`, `kernel::progstats`): hits no trail got. The
+    /// idle sweep's map calls are one cause.
+    pub kernel_skipped: u64,
     /// Trails handed out, by how they ended.
     pub trails: u64,
     pub idle_collected: u64,
@@ -419,6 +435,7 @@ pub fn run(
         }
     }
     st.kernel = probe.counters();
+    st.kernel_skipped = probe.kernel_skipped();
     probe.stop(&mut |t| {
         st.trails += 1;
         out(t);

@@ -361,7 +361,7 @@ fn text_line(r: &TrailRecord) -> String {
 pub(super) fn print_stats(st: &RunStats, written: u64) {
     let k = &st.kernel;
     eprintln!(
-        "trails: {written} written ({} ended idle); kernel: {} hits, {} started, {} finished, {} steps, {} steps lost, {} filtered, {} head reused, {} rekeyed, {} table full, {} ring buffer full, {} read failures, {} skb map full",
+        "trails: {written} written ({} ended idle); kernel: {} hits, {} started, {} finished, {} steps, {} steps lost, {} filtered, {} head reused, {} rekeyed, {} table full, {} ring buffer full, {} read failures, {} skb map full; {} point hits the kernel skipped (recursion_misses: another BPF program or a map call was running on that CPU)",
         st.idle_collected,
         k.hits,
         k.started,
@@ -374,7 +374,8 @@ pub(super) fn print_stats(st: &RunStats, written: u64) {
         k.table_full,
         k.ringbuf_full,
         k.read_failed,
-        k.skbs_full
+        k.skbs_full,
+        st.kernel_skipped
     );
 }
 

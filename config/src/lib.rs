@@ -33,7 +33,7 @@ pub use settings::{
 /// Most prefixes `[filter] prefixes` may hold (sizes the XDP LPM maps).
 pub const MAX_FILTER_PREFIXES: usize = 1024;
 /// Most VLAN IDs `[filter] vlans` may hold.
-pub const MAX_FILTER_VLANS: usize = 4094;
+pub const MAX_FILTER_VLANS: usize = 4095;
 /// Most ports `[filter] ports` may hold.
 pub const MAX_FILTER_PORTS: usize = 65535;
 

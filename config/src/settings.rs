@@ -179,7 +179,8 @@ pub struct FlowSettings {
 /// entry matches. Prefixes and ports match either source or destination.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter {
-    /// Outer VLAN IDs (1..=4094). When non-empty, untagged frames do not match.
+    /// Outer VLAN IDs (0..=4094; 0 stands for untagged and priority-tagged
+    /// frames). When non-empty, untagged frames match only if 0 is listed.
     pub vlans: Vec<u16>,
     /// At most [`crate::MAX_FILTER_PREFIXES`].
     pub prefixes: Vec<Prefix>,

@@ -198,7 +198,9 @@ impl Validator<'_> {
             IntRule {
                 name: "VLAN ID",
                 default: -1,
-                min: 1,
+                // 0: untagged (and priority-tagged) frames, which the XDP
+                // program reads as outer VLAN ID 0.
+                min: 0,
                 max: 4094,
                 power_of_two: false,
             },

@@ -378,7 +378,16 @@ fn filter_section() {
         &format!("{IFACE}[filter]\nvlans = [100, 5000]\n"),
         "filter.vlans[1]",
         5,
-        "VLAN ID must be between 1 and 4094 (got 5000)",
+        "VLAN ID must be between 0 and 4094 (got 5000)",
+    );
+    // 0: untagged frames (what the XDP program reads for them).
+    let c = ok(&format!("{IFACE}[filter]\nvlans = [0, 100]\n"));
+    assert_eq!(c.filter.vlans, vec![0, 100]);
+    one(
+        &format!("{IFACE}[filter]\nvlans = [-1]\n"),
+        "filter.vlans[0]",
+        5,
+        "VLAN ID must be between 0 and 4094 (got -1)",
     );
     one(
         &format!("{IFACE}[filter]\nvlans = [100, 100]\n"),

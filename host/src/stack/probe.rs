@@ -569,8 +569,7 @@ impl StackProbe {
                                 let Err(e) = attach_btf(&mut ebpf, kernel, name, &h) else {
                                     continue;
                                 };
-                                let Some(classic) = l.fallback.get(slot).cloned().flatten()
-                                else {
+                                let Some(classic) = l.fallback.get(slot).cloned().flatten() else {
                                     return Err(e);
                                 };
                                 tracing::info!(layer = layer.key(), hook = %h, error = %e, fallback = %classic, "BTF-typed hook refused: using the classic tracepoint");

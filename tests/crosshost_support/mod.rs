@@ -525,6 +525,7 @@ fn duplex_end(conn: TcpStream, count: u32, size: usize, gap: Duration) -> Vec<Ti
                     index,
                     sent_ns,
                     read_ns,
+                    held_ns: 0,
                 });
                 pending.drain(..size);
             }

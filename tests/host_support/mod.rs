@@ -201,6 +201,10 @@ pub struct Timed {
     pub index: u32,
     pub sent_ns: u64,
     pub read_ns: u64,
+    /// How long a lazy reader held readable data before its read
+    /// returned, as it timed itself (its sleep as it really took, which a
+    /// busy machine stretches); 0 for an eager reader.
+    pub held_ns: u64,
 }
 
 impl Timed {
@@ -255,8 +259,10 @@ pub fn timed_messages(
             let mut pending: Vec<u8> = Vec::new();
             let mut buf = vec![0u8; 1 << 16];
             loop {
+                let mut readable_ns = None;
                 if let Reader::Lazy(d) = reader {
                     wait_readable(&conn);
+                    readable_ns = Some(mono_ns());
                     std::thread::sleep(d);
                 }
                 let n = match conn.read(&mut buf) {
@@ -264,6 +270,7 @@ pub fn timed_messages(
                     Ok(n) => n,
                 };
                 let read_ns = mono_ns();
+                let held_ns = readable_ns.map_or(0, |r| read_ns.saturating_sub(r));
                 pending.extend_from_slice(&buf[..n]);
                 while pending.len() >= size {
                     let sent_ns = u64::from_le_bytes(pending[0..8].try_into().unwrap());
@@ -274,6 +281,7 @@ pub fn timed_messages(
                         index,
                         sent_ns,
                         read_ns,
+                        held_ns,
                     });
                     pending.drain(..size);
                 }

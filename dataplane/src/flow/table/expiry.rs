@@ -101,8 +101,9 @@ impl FlowTable {
     /// whose slab entry and index slot would each cost a memory round trip
     /// on the critical path. So each eviction prepares the next ones: the
     /// entry after the new head is prefetched (the head itself was, by the
-    /// eviction before), and so are the head's TCP state and index slot,
-    /// the latter from the address it was inserted at.
+    /// eviction before), and so are the head's TCP state, its index slot
+    /// (from the address it was inserted at) and the index control bytes
+    /// its removal will probe (from its hash, `index::IndexLayout`).
     fn warm_next_victims(&self) {
         let Some(head) = self.lists.head(ListId::Lru) else {
             return;

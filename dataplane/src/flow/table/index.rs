@@ -34,7 +34,8 @@ impl IndexLayout {
         let items = index.capacity();
         // hashbrown keeps 1/8 of the buckets empty beyond 8 buckets.
         let buckets = items / 7 * 8;
-        if !index.is_empty() || items < 14 || !buckets.is_power_of_two() || items % 7 != 0 {
+        if !index.is_empty() || items < 14 || !buckets.is_power_of_two() || !items.is_multiple_of(7)
+        {
             return IndexLayout::default();
         }
         let probe = IndexSlot {

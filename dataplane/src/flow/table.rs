@@ -28,6 +28,7 @@ use crate::metrics::tsrtt::{TsRtt, TsRttWorker};
 use crate::parse::{Fragment, L4, PacketMeta, TcpFlags};
 use crate::time::Timestamp;
 use entry::{Counters, Flow, Kind, NO_HINT, Slab, TcpState};
+use index::IndexLayout;
 
 /// Flow table settings (validated by the config crate; these are the
 /// defaults an operator gets without a config file).
@@ -149,6 +150,8 @@ pub struct FlowTable {
     /// The address `Flow::index_hint` counts from (the first index slot
     /// ever filled; the index never moves, being sized up front).
     hint_base: usize,
+    /// Where the index's control bytes are, for prefetching only.
+    layout: IndexLayout,
     lists: Heads,
     frags: FragTable,
     /// Latest packet time seen: expiry runs on packet time, never the clock,
@@ -225,6 +228,7 @@ impl FlowTable {
         index
             .try_reserve(index_capacity(capacity), no_entries)
             .map_err(|_| fail())?;
+        let layout = IndexLayout::learn(&mut index);
         let ts_col = if cfg.npm && cfg.ts_rtt {
             TsColumn::new(capacity)
         } else {
@@ -243,6 +247,7 @@ impl FlowTable {
             ts_stats: TsRttWorker::default(),
             free,
             hint_base: 0,
+            layout,
             lists: Heads::default(),
             frags: FragTable::try_new(cfg.frag_capacity)?,
             now: Timestamp::ZERO,
@@ -326,10 +331,11 @@ impl FlowTable {
         }
         let tag = tag_of(p.hash);
         p.candidate = self.index.find(p.hash, |s| s.tag == tag).map(|s| s.idx);
-        if let Some(i) = p.candidate
-            && let Some(f) = self.slab.flows.get(i as usize)
-        {
-            prefetch(f, std::mem::size_of::<Flow>());
+        match p.candidate.and_then(|i| self.slab.flows.get(i as usize)) {
+            Some(f) => prefetch(f, std::mem::size_of::<Flow>()),
+            // Most likely a new flow: the index slot its insert will write
+            // (under a SYN flood, one cache miss per packet otherwise).
+            None => self.layout.prefetch_insert_slot(p.hash),
         }
     }
 
@@ -658,6 +664,7 @@ impl FlowTable {
 
 mod entry;
 mod expiry;
+mod index;
 
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@ use super::{Flow, FlowConfig, FlowTable, IndexSlot, dur_ns};
 use crate::flow::lru::ListId;
 use crate::flow::record::{EndReason, FlowRecord};
 use crate::time::Timestamp;
+use std::hash::BuildHasher;
 
 impl FlowTable {
     /// Runs every expiry whose time has come at `self.now`.
@@ -100,8 +101,9 @@ impl FlowTable {
     /// whose slab entry and index slot would each cost a memory round trip
     /// on the critical path. So each eviction prepares the next ones: the
     /// entry after the new head is prefetched (the head itself was, by the
-    /// eviction before), and so are the head's TCP state and index slot,
-    /// the latter from the address it was inserted at.
+    /// eviction before), and so are the head's TCP state, its index slot
+    /// (from the address it was inserted at) and the index control bytes
+    /// its removal will probe (from its hash, `index::IndexLayout`).
     fn warm_next_victims(&self) {
         let Some(head) = self.lists.head(ListId::Lru) else {
             return;
@@ -120,6 +122,9 @@ impl FlowTable {
         {
             super::prefetch(t, std::mem::size_of::<TcpState>());
         }
+        // Its removal probes the index from the group its hash points at:
+        // control bytes of the coldest flow, never in cache either.
+        self.layout.prefetch_group(self.hasher.hash_one(f.key));
         if f.index_hint != NO_HINT {
             let off = f.index_hint as isize * size_of::<IndexSlot>() as isize;
             super::prefetch(self.hint_base.wrapping_add_signed(off) as *const u8, 1);

@@ -377,3 +377,15 @@ fn a_flood_of_new_flows_evicts_each_and_never_grows_the_table() {
         "{mem}"
     );
 }
+
+/// Tables learn their index layout (so a SYN flood's index misses are
+/// prefetched, `table/index.rs`): the default one and a small one.
+#[test]
+fn tables_learn_their_index_layout() {
+    assert!(FlowTable::new(&FlowConfig::default()).layout.known());
+    let t = FlowTable::new(&FlowConfig {
+        capacity: 64,
+        ..cfg()
+    });
+    assert!(t.layout.known() && t.is_empty());
+}

@@ -90,6 +90,11 @@ pub struct StackOptions {
     pub cgroups: Vec<u64>,
     /// Ring buffer size in bytes (power of two, ≥ one page); 0: 4 MiB.
     pub ring_bytes: u32,
+    /// Benchmark only: attach programs that return at once
+    /// ([`object::STACKFLOOR`]) at the hooks the real ones would take, to
+    /// measure what the kernel charges for running any program there.
+    /// Nothing is observed.
+    pub empty_programs: bool,
 }
 
 /// A layer's chosen hooks.
@@ -471,7 +476,12 @@ fn attach_tcp_tx(ebpf: &mut Ebpf, kernel: &Kernel, hook: &Hook) -> Result<(), Pr
 impl StackProbe {
     /// Checks, loads and attaches. On error nothing stays attached.
     pub fn start(kernel: &Kernel, opts: &StackOptions) -> Result<StackProbe, ProbeError> {
-        if object::STACKLAT.is_empty() {
+        let object = if opts.empty_programs {
+            object::STACKFLOOR
+        } else {
+            object::STACKLAT
+        };
+        if object.is_empty() {
             return Err(ProbeError::NotBuilt);
         }
         let mut layers = resolve(kernel, opts)?;
@@ -485,7 +495,7 @@ impl StackProbe {
         let mut ebpf = EbpfLoader::new()
             .override_global(names::STACK_SETTINGS, &settings, true)
             .map_max_entries(names::STACK_EVENTS, ring)
-            .load(object::STACKLAT)
+            .load(object)
             .map_err(ProbeError::Load)?;
 
         // Close first: a flow that ends while we attach the rest is still

@@ -625,3 +625,40 @@ impl StackProbe {
         self.ring.as_raw_fd()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn has_symbol(obj: &[u8], name: &str) -> bool {
+        let pat = format!("\0{name}\0");
+        obj.windows(pat.len()).any(|w| w == pat.as_bytes())
+    }
+
+    /// The overhead benchmark's floor is only the floor if the empty
+    /// object offers every program the loader can pick, under the same
+    /// name, so the same hooks get attached.
+    #[test]
+    fn the_empty_object_has_every_program_the_loader_attaches() {
+        if object::STACKLAT.is_empty() || object::STACKFLOOR.is_empty() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "the tracing objects were not built under CI"
+            );
+            eprintln!("SKIPPED: the tracing objects were not built (AYA_BUILD_SKIP=1)");
+            return;
+        }
+        let mut names = vec!["stack_set_state", "stack_send_enter"];
+        for layer in Layer::ALL {
+            for &kind in layer.kinds() {
+                for slot in 0..layer.max_hooks() {
+                    names.push(program_name(layer, kind, slot));
+                }
+            }
+        }
+        for n in names {
+            assert!(has_symbol(object::STACKLAT, n), "stacklat has no {n}");
+            assert!(has_symbol(object::STACKFLOOR, n), "stackfloor has no {n}");
+        }
+    }
+}

@@ -55,7 +55,7 @@ while [ $# -gt 0 ]; do
         --bpf-stats) BPF_STATS=1; shift ;;
         --extra) EXTRA_NAMES+=("${2%%=*}"); EXTRA_ARGS[${2%%=*}]=${2#*=}; shift 2 ;;
         --no-build) BUILD=0; shift ;;
-        -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done

@@ -1,6 +1,7 @@
 //! Builds the host tracing programs (`host-prog/`) for `bpfel-unknown-none`
 //! with `aya_build`, leaving one object per program family in `OUT_DIR`
-//! (`stacklat`, `connlat`, `pathtrace`, `clocksync`), embedded by `src/object.rs`.
+//! (`stacklat`, `stackfloor`, `connlat`, `pathtrace`, `clocksync`), embedded
+//! by `src/object.rs`.
 //!
 //! `AYA_BUILD_SKIP=1` writes empty placeholders instead (machines without
 //! the nightly toolchain or bpf-linker); the host commands then fail at
@@ -8,7 +9,13 @@
 
 use std::{env, fs, path::PathBuf};
 
-const OBJECTS: &[&str] = &["stacklat", "connlat", "pathtrace", "clocksync"];
+const OBJECTS: &[&str] = &[
+    "stacklat",
+    "stackfloor",
+    "connlat",
+    "pathtrace",
+    "clocksync",
+];
 
 fn main() -> aya_build::Result<()> {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);

@@ -3,6 +3,9 @@
 
 /// Stack-layer latency programs (`host-prog/src/bin/stacklat.rs`).
 pub static STACKLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stacklat"));
+/// The same programs with empty bodies, for the overhead benchmark's floor
+/// (`host-prog/src/bin/stackfloor.rs`).
+pub static STACKFLOOR: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stackfloor"));
 
 /// Connect-latency program (`host-prog/src/bin/connlat.rs`).
 pub static CONNLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/connlat"));

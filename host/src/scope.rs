@@ -110,6 +110,7 @@ pub fn stack_options(h: &HostSettings) -> Result<StackOptions, ScopeError> {
             .map(|p| cgroup_id(Path::new(p)))
             .collect::<Result<_, _>>()?,
         ring_bytes: h.ring_bytes,
+        empty_programs: false,
     })
 }
 

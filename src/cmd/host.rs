@@ -79,6 +79,11 @@ pub struct HostArgs {
     /// Print the kernel and matcher counters at the end.
     #[arg(long)]
     pub stats: bool,
+    /// Benchmark only (hidden): attach empty programs at the same hooks,
+    /// the kernel's own cost of running any program there
+    /// (benches/host_overhead.sh). Reports nothing.
+    #[arg(long, hide = true)]
+    pub empty_programs: bool,
     #[command(flatten)]
     pub agent: super::agent::AgentArgs,
 }
@@ -124,6 +129,7 @@ fn options(a: &HostArgs) -> anyhow::Result<(StackOptions, HostSettings)> {
         o.netns.push(netns_inode(n)?);
     }
     o.tgids.extend(&a.pids);
+    o.empty_programs = a.empty_programs;
     for p in &a.cgroups {
         o.cgroups
             .push(xdprobe_host::scope::cgroup_id(p).with_context(|| "--cgroup".to_owned())?);

@@ -90,6 +90,11 @@ pub struct StackOptions {
     pub cgroups: Vec<u64>,
     /// Ring buffer size in bytes (power of two, ≥ one page); 0: 4 MiB.
     pub ring_bytes: u32,
+    /// Benchmark only: attach programs that return at once
+    /// ([`object::STACKFLOOR`]) at the hooks the real ones would take, to
+    /// measure what the kernel charges for running any program there.
+    /// Nothing is observed.
+    pub empty_programs: bool,
 }
 
 /// A layer's chosen hooks.
@@ -508,7 +513,12 @@ fn attach_tcp_tx(ebpf: &mut Ebpf, kernel: &Kernel, hook: &Hook) -> Result<(), Pr
 impl StackProbe {
     /// Checks, loads and attaches. On error nothing stays attached.
     pub fn start(kernel: &Kernel, opts: &StackOptions) -> Result<StackProbe, ProbeError> {
-        if object::STACKLAT.is_empty() {
+        let object = if opts.empty_programs {
+            object::STACKFLOOR
+        } else {
+            object::STACKLAT
+        };
+        if object.is_empty() {
             return Err(ProbeError::NotBuilt);
         }
         let mut layers = resolve(kernel, opts)?;
@@ -522,7 +532,7 @@ impl StackProbe {
         let mut ebpf = EbpfLoader::new()
             .override_global(names::STACK_SETTINGS, &settings, true)
             .map_max_entries(names::STACK_EVENTS, ring)
-            .load(object::STACKLAT)
+            .load(object)
             .map_err(ProbeError::Load)?;
 
         // Close first: a flow that ends while we attach the rest is still
@@ -676,5 +686,42 @@ impl StackProbe {
     /// The ring buffer's fd, readable when events wait (for poll/epoll).
     pub fn fd(&self) -> RawFd {
         self.ring.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn has_symbol(obj: &[u8], name: &str) -> bool {
+        let pat = format!("\0{name}\0");
+        obj.windows(pat.len()).any(|w| w == pat.as_bytes())
+    }
+
+    /// The overhead benchmark's floor is only the floor if the empty
+    /// object offers every program the loader can pick, under the same
+    /// name, so the same hooks get attached.
+    #[test]
+    fn the_empty_object_has_every_program_the_loader_attaches() {
+        if object::STACKLAT.is_empty() || object::STACKFLOOR.is_empty() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "the tracing objects were not built under CI"
+            );
+            eprintln!("SKIPPED: the tracing objects were not built (AYA_BUILD_SKIP=1)");
+            return;
+        }
+        let mut names = vec!["stack_set_state", "stack_send_enter"];
+        for layer in Layer::ALL {
+            for &kind in layer.kinds() {
+                for slot in 0..layer.max_hooks() {
+                    names.push(program_name(layer, kind, slot));
+                }
+            }
+        }
+        for n in names {
+            assert!(has_symbol(object::STACKLAT, n), "stacklat has no {n}");
+            assert!(has_symbol(object::STACKFLOOR, n), "stackfloor has no {n}");
+        }
     }
 }

@@ -480,25 +480,30 @@ pub fn paired_t8(
         .collect()
 }
 
-/// The loaded host programs once the kernel has released those of a probe
-/// that just exited: a program's last reference goes with its link, and
-/// the kernel frees it after an RCU grace period, so `bpftool` may list it
-/// for a while after the process is gone. BTF-typed (`tp_btf`) programs
-/// wait for an RCU-tasks grace period, which took over 3 s on a loaded CI
-/// machine. Waits up to 30 s for the set to equal `before` (returning as
-/// soon as it does), then returns what is loaded.
-pub fn loaded_after_release(before: &[String]) -> Vec<String> {
+/// The host programs loaded now that were not loaded at `before`, once the
+/// kernel has released those of a probe that just exited: a program's last
+/// reference goes with its link, and the kernel frees it after an RCU grace
+/// period, so `bpftool` may list it for a while after the process is gone.
+/// BTF-typed (`tp_btf`) programs wait for an RCU-tasks grace period, which
+/// took over 3 s on a loaded CI machine. Waits up to 30 s for there to be
+/// none (returning as soon as there are none), then returns them.
+/// Programs are told apart by ID, so another process's probe that comes or
+/// goes meanwhile is not counted.
+pub fn left_loaded(before: &[String]) -> Vec<String> {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let now = loaded_host_programs();
-        if now == before || std::time::Instant::now() > until {
-            return now;
+        let new: Vec<String> = loaded_host_programs()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        if new.is_empty() || std::time::Instant::now() > until {
+            return new;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
 
-/// The names of the host programs loaded now (bpftool).
+/// The host programs loaded now (bpftool), as `name#id`.
 pub fn loaded_host_programs() -> Vec<String> {
     let out = Command::new("bpftool")
         .args(["prog", "show", "--json"])
@@ -508,9 +513,9 @@ pub fn loaded_host_programs() -> Vec<String> {
     v.as_array()
         .map(|a| {
             a.iter()
-                .filter_map(|p| p["name"].as_str())
-                .filter(|n| n.starts_with("stack_") || n.starts_with("conn_"))
-                .map(str::to_owned)
+                .filter_map(|p| Some((p["name"].as_str()?, p["id"].as_u64()?)))
+                .filter(|(n, _)| n.starts_with("stack_") || n.starts_with("conn_"))
+                .map(|(n, id)| format!("{n}#{id}"))
                 .collect()
         })
         .unwrap_or_default()

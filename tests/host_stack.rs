@@ -155,9 +155,9 @@ fn t8_agrees_with_the_applications_own_timing_ipv4() {
     check_t8_against_application(server, "192.0.2.1", 5301, &[]);
 }
 
-/// The classic tracepoints of the IP and device layers (what a kernel
-/// without BTF-typed tracepoints gets; the defaults here are their
-/// BTF-typed twins) time the same bytes the same way.
+/// The classic tracepoints of the IP, device and TCP receive layers (what
+/// a kernel without BTF-typed tracepoints gets; the defaults here are
+/// their BTF-typed twins) time the same bytes the same way.
 #[test]
 fn t8_agrees_with_classic_tracepoint_hooks_too() {
     if !require_root("t8_agrees_with_classic_tracepoint_hooks_too") {
@@ -180,6 +180,8 @@ fn t8_agrees_with_classic_tracepoint_hooks_too() {
             "dev_rx=tracepoint:net:netif_rx",
             "--hook",
             "ip_rx=tracepoint:net:netif_receive_skb",
+            "--hook",
+            "tcp_rx=tracepoint:tcp:tcp_probe",
         ],
     );
 }

@@ -247,6 +247,7 @@ impl Layer {
             Layer::IpTx | Layer::DevTx | Layer::DevRx | Layer::IpRx => {
                 &[Kind::Tracepoint, Kind::TpBtf, Kind::Kprobe, Kind::Fentry]
             }
+            Layer::TcpRx => &[Kind::Tracepoint, Kind::TpBtf],
             _ => &[Kind::Tracepoint],
         }
     }

@@ -73,7 +73,7 @@ empty!(tracepoint, TracePointContext:
 
 empty!(btf_tracepoint, BtfTracePointContext:
     stack_tcp_sendmsg_btf, stack_bt_ip_tx, stack_bt_dev_tx, stack_bt_dev_rx0,
-    stack_bt_dev_rx1, stack_bt_dev_rx2, stack_bt_ip_rx,
+    stack_bt_dev_rx1, stack_bt_dev_rx2, stack_bt_ip_rx, stack_tcp_probe_btf,
 );
 
 empty!(raw_tracepoint, RawTracePointContext: stack_tcp_sendmsg_raw);

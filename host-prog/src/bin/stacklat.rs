@@ -759,6 +759,40 @@ pub fn stack_tcp_probe(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// `tcp_probe` as a BTF-typed program (the default where the kernel takes
+/// it: the kernel skips a classic tracepoint program while another BPF
+/// program or a map call runs on the CPU). The payload length is what the
+/// classic record's `data_len` holds, `skb->len` less the TCP header
+/// (`skb->data` is at the TCP header here).
+#[btf_tracepoint(function = "tcp_probe")]
+pub fn stack_tcp_probe_btf(ctx: BtfTracePointContext) -> u32 {
+    let sk: u64 = ctx.arg(0);
+    let skb: *const u8 = ctx.arg(1);
+    let len: u32 = ld(skb, setting!(off.skb_len));
+    let head: u64 = ld(skb, setting!(off.skb_head));
+    // `transport_header` follows `protocol` (checked at start-up).
+    let th: u16 = ld(skb, setting!(off.skb_protocol) + 2);
+    let Some(doff) = rd::<u8>(head + u64::from(th), 12) else {
+        count(Count::ReadFailed);
+        return 0;
+    };
+    let data_len = len.saturating_sub(u32::from(doff >> 4) * 4);
+    if data_len == 0 {
+        return 0;
+    }
+    let Some(seq) = rd::<u32>(skb as u64, setting!(off.skb_cb) + setting!(off.tcb_seq)) else {
+        count(Count::ReadFailed);
+        return 0;
+    };
+    let end = seq.wrapping_add(data_len);
+    if !sampled(seq, end) {
+        return 0;
+    }
+    let t = now();
+    emit_sock(layer::TCP_RX, sk, seq, end, t, 0, true);
+    0
+}
+
 /// `sock:sock_recv_length` (when a receive call returns): the application
 /// has `[copied_seq - ret, copied_seq)`.
 #[tracepoint]

@@ -148,8 +148,9 @@ fn resolve(kernel: &Kernel, opts: &StackOptions) -> Result<Vec<LayerHooks>, Prob
             // CPU (`bpf_prog_active`): 1.2 % of the runs in a 2 Gbit/s
             // iperf3 test here, whole packets at once (the same count at
             // IP_TX, DEV_TX and DEV_RX); a BTF-typed one only when it
-            // interrupts itself.
-            let twin = (!explicit && layer.skb_slot(0).is_some())
+            // interrupts itself. `tcp:tcp_probe` (the TCP receive layer)
+            // has a BTF-typed twin too.
+            let twin = (!explicit && (layer.skb_slot(0).is_some() || layer == Layer::TcpRx))
                 .then(|| h.btf_twin())
                 .flatten()
                 .filter(|t| check_hook(kernel, layer, t).is_ok());
@@ -229,7 +230,7 @@ fn check_hook(kernel: &Kernel, layer: Layer, hook: &Hook) -> Result<(), String> 
                 .btf
                 .tracepoint_args(hook.tp_name())
                 .ok_or_else(|| format!("this kernel has no tracepoint {}", hook.tp_name()))?;
-            let want = if layer == Layer::TcpTx {
+            let want = if layer == Layer::TcpTx || layer == Layer::TcpRx {
                 "struct sock *"
             } else {
                 "struct sk_buff *"
@@ -293,6 +294,7 @@ fn program_name(layer: Layer, kind: Kind, slot: usize) -> &'static str {
         (Layer::DevTx, _) => "stack_dev_tx",
         (Layer::DevRx, _) => ["stack_dev_rx0", "stack_dev_rx1", "stack_dev_rx2"][slot.min(2)],
         (Layer::IpRx, _) => "stack_ip_rx",
+        (Layer::TcpRx, Kind::TpBtf) => "stack_tcp_probe_btf",
         (Layer::TcpRx, _) => "stack_tcp_probe",
         (Layer::SockRx, _) => "stack_recv_length",
     }

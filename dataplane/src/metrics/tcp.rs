@@ -209,30 +209,49 @@ impl TcpTracker {
     }
 
     /// Timestamp RTT: the option's values to the flow's [`TsRtt`], and the
-    /// one-sided check.
-    #[inline]
+    /// one-sided check (only when a direction's use of the option is new:
+    /// after a flow's first few segments, never).
+    #[inline(always)]
     fn on_timestamp(&mut self, dir: Dir, tcp: &TcpMeta, ts: Timestamp, ctx: TsCtx<'_>) {
-        let before = self.ts;
         match tcp.options.timestamp {
             Some((tsval, tsecr)) => {
-                self.ts.0 |= TsUse::ts(dir);
-                if !self.ts.has(TsUse::LIVE) {
-                    self.ts.0 |= TsUse::LIVE;
-                    ctx.flow.start(ts);
+                let want = TsUse::ts(dir) | TsUse::LIVE;
+                if self.ts.0 & want != want {
+                    self.ts_first(dir, ts, ctx.flow, ctx.worker);
                 }
                 // TSecr is meaningful with ACK only (RFC 7323 §3.2), and
                 // only echoes something if the other side uses the option.
-                let rev_plain = self.ts.has(TsUse::plain(dir.reverse()))
-                    && !self.ts.has(TsUse::ts(dir.reverse()));
+                let rev_plain = self.ts.0
+                    & (TsUse::plain(dir.reverse()) | TsUse::ts(dir.reverse()))
+                    == TsUse::plain(dir.reverse());
                 let echo = (tcp.flags.contains(TcpFlags::ACK) && !rev_plain).then_some(tsecr);
                 ctx.flow.on_segment(dir, tsval, echo, ts, ctx.worker);
             }
-            None if !tcp.flags.contains(TcpFlags::RST) => self.ts.0 |= TsUse::plain(dir),
+            None if !tcp.flags.contains(TcpFlags::RST) && !self.ts.has(TsUse::plain(dir)) => {
+                self.ts.0 |= TsUse::plain(dir);
+                self.check_one_sided(ctx.worker);
+            }
             None => {}
         }
-        if self.ts != before && !self.ts.has(TsUse::ONE_SIDED) && self.ts.one_sided() {
+    }
+
+    /// The first segment with the option in `dir` (and, for the flow's
+    /// first, the start of its [`TsRtt`] entry).
+    #[cold]
+    #[inline(never)]
+    fn ts_first(&mut self, dir: Dir, ts: Timestamp, flow: &mut TsRtt, w: &mut TsRttWorker) {
+        self.ts.0 |= TsUse::ts(dir);
+        if !self.ts.has(TsUse::LIVE) {
+            self.ts.0 |= TsUse::LIVE;
+            flow.start(ts);
+        }
+        self.check_one_sided(w);
+    }
+
+    fn check_one_sided(&mut self, w: &mut TsRttWorker) {
+        if !self.ts.has(TsUse::ONE_SIDED) && self.ts.one_sided() {
             self.ts.0 |= TsUse::ONE_SIDED;
-            ctx.worker.counters.one_sided_flows += 1;
+            w.counters.one_sided_flows += 1;
         }
     }
 

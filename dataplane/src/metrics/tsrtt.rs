@@ -339,7 +339,15 @@ impl TsRtt {
     /// One segment travelling in `dir` with the option: its TSval, and its
     /// TSecr when it is to be read (ACK set, and the other side uses the
     /// option).
-    #[inline]
+    ///
+    /// Inlined into the caller: most segments of a busy flow repeat the
+    /// last TSval and the last echo, and that is decided here from the
+    /// first cache line alone, without a call. Everything else is
+    /// [`on_news`](Self::on_news), out of line. As one call, the register
+    /// saves and restores cost more than the repeat check itself: on a
+    /// real capture (3.3 M timestamped segments, bulk and short flows),
+    /// 5.23 G instructions became 5.13 G, of 4.72 G without the feature.
+    #[inline(always)]
     pub fn on_segment(
         &mut self,
         dir: Dir,
@@ -348,16 +356,32 @@ impl TsRtt {
         ts: Timestamp,
         w: &mut TsRttWorker,
     ) {
-        // Most segments of a busy flow repeat the last TSval and the last
-        // echo: nothing to do, decided from the first cache line alone.
-        let hot = &self.hot;
-        let (me, other) = (&hot.heads[dir.index()], &hot.heads[dir.reverse().index()]);
-        if me.flags & HAVE_VAL != 0
+        let [c2s, s2c] = &self.hot.heads;
+        let (me, other) = match dir {
+            Dir::C2S => (c2s, s2c),
+            Dir::S2C => (s2c, c2s),
+        };
+        let repeat = me.flags & HAVE_VAL != 0
             && me.newest.0 == tsval
-            && tsecr.is_none_or(|e| other.flags & HAVE_ECHO != 0 && other.echoed.0 == e)
-        {
-            return;
+            && match tsecr {
+                None => true,
+                Some(e) => other.flags & HAVE_ECHO != 0 && other.echoed.0 == e,
+            };
+        if !repeat {
+            self.on_news(dir, tsval, tsecr, ts, w);
         }
+    }
+
+    /// A segment with a new TSval or a new echo (or the flow's first).
+    #[inline(never)]
+    fn on_news(
+        &mut self,
+        dir: Dir,
+        tsval: u32,
+        tsecr: Option<u32>,
+        ts: Timestamp,
+        w: &mut TsRttWorker,
+    ) {
         let us = ts.as_micros();
         let Some(mut off) = us.checked_sub(self.hot.base_us) else {
             // Captured before the flow's first timestamped segment.

@@ -27,7 +27,6 @@
 //! the reader's buffer (the whole file, memory-mapped), kept in a ring
 //! allocated once.
 
-use std::collections::VecDeque;
 use std::ops::Range;
 
 use super::Frame;
@@ -39,8 +38,10 @@ use crate::time::Timestamp;
 /// the live hand-off's hold time (`src/live/merge.rs` uses this constant).
 pub const WINDOW_NS: u64 = 2_000_000;
 
-/// Packets held at most: a 2 ms window at 4 M packets per second.
+/// Packets held at most: a 2 ms window at 4 M packets per second. A power
+/// of two: the ring's positions wrap with a mask.
 pub const CAPACITY: usize = 8192;
+const _: () = assert!(CAPACITY.is_power_of_two());
 
 /// What the stage did, for `--stats`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -76,11 +77,92 @@ impl Held {
     }
 }
 
+/// The held packets in hand-out order: a ring of [`CAPACITY`] slots
+/// allocated once. Every packet of a file passes through it, so it is
+/// `VecDeque`'s job without its growth checks and index arithmetic: a
+/// fixed array whose positions wrap with a mask (on a real capture the
+/// whole stage, file parsing included, went from 225 to 200 instructions
+/// per packet).
+struct Ring {
+    slots: Box<[Held; CAPACITY]>,
+    head: usize,
+    len: usize,
+}
+
+impl Ring {
+    const MASK: usize = CAPACITY - 1;
+
+    fn new() -> Self {
+        let slots: Box<[Held]> = vec![Held::default(); CAPACITY].into_boxed_slice();
+        let Ok(slots) = slots.try_into() else {
+            unreachable!("a boxed slice of CAPACITY elements");
+        };
+        Ring {
+            slots,
+            head: 0,
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn at(&self, i: usize) -> &Held {
+        &self.slots[(self.head + i) & Self::MASK]
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> Option<&Held> {
+        (i < self.len).then(|| self.at(i))
+    }
+
+    #[inline]
+    fn back(&self) -> Option<&Held> {
+        self.len.checked_sub(1).map(|i| self.at(i))
+    }
+
+    /// Callers keep at most [`CAPACITY`] packets (`read_some` reads only
+    /// what fits); beyond, the oldest would be overwritten.
+    #[inline]
+    fn push_back(&mut self, h: Held) {
+        debug_assert!(self.len < CAPACITY);
+        self.slots[(self.head + self.len) & Self::MASK] = h;
+        self.len = (self.len + 1).min(CAPACITY);
+    }
+
+    #[inline]
+    fn pop_front(&mut self) -> Option<Held> {
+        if self.len == 0 {
+            return None;
+        }
+        let h = self.slots[self.head & Self::MASK];
+        self.head = (self.head + 1) & Self::MASK;
+        self.len -= 1;
+        Some(h)
+    }
+
+    /// Puts `h` at position `at`, moving the later ones one up (a packet
+    /// out of order: rare, and at most a window's worth to move).
+    fn insert(&mut self, at: usize, h: Held) {
+        debug_assert!(self.len < CAPACITY && at <= self.len);
+        let mut i = self.len;
+        while i > at {
+            self.slots[(self.head + i) & Self::MASK] = *self.at(i - 1);
+            i -= 1;
+        }
+        self.slots[(self.head + at) & Self::MASK] = h;
+        self.len = (self.len + 1).min(CAPACITY);
+    }
+}
+
 /// A [`PcapReader`] whose packets come out in timestamp order (see the
 /// module doc).
 pub struct TimeOrdered<B: AsRef<[u8]>> {
     reader: PcapReader<B>,
-    held: VecDeque<Held>,
+    held: Ring,
     /// The first `forced` held packets go out whatever their time (they
     /// preceded a late packet).
     forced: usize,
@@ -96,7 +178,7 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
     pub fn new(reader: PcapReader<B>) -> Self {
         TimeOrdered {
             reader,
-            held: VecDeque::with_capacity(CAPACITY),
+            held: Ring::new(),
             forced: 0,
             newest: 0,
             done: false,

@@ -64,9 +64,9 @@ const PURE: u32 = 0x8000;
 /// From a count of 2^`SCALE_FROM` on, weights are halved as the count
 /// doubles (the total weight stays below 2^15).
 const SCALE_FROM: u32 = 14;
-/// Rank distance (as a fraction of the samples) added to every merge's:
+/// Rank distance (in percent of the samples) added to every merge's:
 /// without it no pair holding a target could ever merge.
-const NEAR: f32 = 0.01;
+const NEAR_PERCENT: u64 = 1;
 /// Word of `RttSketch::w` holding the minimum (and the maximum after it),
 /// then the items, once past [`EXACT`] samples.
 const MIN: usize = 0;
@@ -363,26 +363,32 @@ impl RttSketch {
 
 /// Merges the neighbours `it[j]`, `it[j + 1]` of least cost, leaving
 /// [`ITEMS`] items: their weight over the rank distance from their span to
-/// the nearer target, plus [`NEAR`] (a pair whose span holds a target is
-/// charged for its whole weight over `NEAR`, so items there stay light).
+/// the nearer target, plus [`NEAR_PERCENT`] (a pair whose span holds a target is
+/// charged for its whole weight over `NEAR_PERCENT`, so items there stay light).
 fn merge_cheapest(it: &mut [u32; ITEMS + 1], seq: usize) {
     let n = |w: u32| (w >> 16) & WEIGHT;
-    let total = it.iter().map(|&w| n(w)).sum::<u32>() as f32;
-    let (t50, t90, near) = (0.5 * total, 0.9 * total, NEAR * total);
+    // Ranks in hundredths of a sample, so the targets (50 % and 90 % of
+    // the samples) and `NEAR_PERCENT` are whole numbers: integer arithmetic
+    // throughout, exact (weights < 2^15, so every product < 2^40).
+    let total = u64::from(it.iter().map(|&w| n(w)).sum::<u32>());
+    let (t50, t90, near) = (50 * total, 90 * total, total * NEAR_PERCENT);
+    let cost = |lo: u64, w: u64| {
+        let hi = lo + 100 * w;
+        let dist = |t: u64| t.saturating_sub(hi).max(lo.saturating_sub(t));
+        dist(t50).min(dist(t90)) + near
+    };
     // Least weight / distance, compared as cross products (no division).
-    let (mut best, mut best_w, mut best_d) = (0, f32::INFINITY, 1.0f32);
-    let mut lo = 0.0f32;
-    for j in 0..ITEMS {
-        let a = n(it[j]) as f32;
-        let w = a + n(it[j + 1]) as f32;
-        let hi = lo + w;
-        let d50 = (lo - t50).max(t50 - hi).max(0.0);
-        let d90 = (lo - t90).max(t90 - hi).max(0.0);
-        let d = d50.min(d90) + near;
+    let w0 = u64::from(n(it[0]) + n(it[1]));
+    let (mut best, mut best_w, mut best_d) = (0, w0, cost(0, w0));
+    let mut lo = 100 * u64::from(n(it[0]));
+    for j in 1..ITEMS {
+        let a = u64::from(n(it[j]));
+        let w = a + u64::from(n(it[j + 1]));
+        let d = cost(lo, w);
         if w * best_d < best_w * d {
             (best, best_w, best_d) = (j, w, d);
         }
-        lo += a;
+        lo += 100 * a;
     }
     let (a, b) = (Item::unpack(it[best]), Item::unpack(it[best + 1]));
     let (va, vb) = (decode(a.code), decode(b.code));

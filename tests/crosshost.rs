@@ -85,6 +85,7 @@ fn clock_sync_recovers_injected_offsets_within_10us() {
         return;
     }
     let _serial = host_support::serial();
+    let before = crosshost_support::clocksync_programs();
     let rig = Rig::new(Middle::Linux);
     let quiet = ["--port", "5499"];
 
@@ -124,10 +125,10 @@ fn clock_sync_recovers_injected_offsets_within_10us() {
     for l in [la, lb] {
         assert!(l.contains("clock probes answered: Some("), "{l}");
     }
-    assert_eq!(
-        crosshost_support::loaded_clocksync_programs(),
-        0,
-        "every responder and pass-through detached"
+    let left = crosshost_support::clocksync_left(&before);
+    assert!(
+        left.is_empty(),
+        "every responder and pass-through detached; still loaded: {left:?}"
     );
 }
 

@@ -40,6 +40,7 @@ fn manager_down_30s_then_restarts_agents_buffer_count_and_reconnect() {
         return;
     }
     let _serial = host_support::serial();
+    let before = crosshost_support::clocksync_programs();
     let rig = Rig::new(Middle::Linux);
     let port = 5411;
     let p = port.to_string();
@@ -142,5 +143,6 @@ fn manager_down_30s_then_restarts_agents_buffer_count_and_reconnect() {
         assert!(r["complete"].as_u64().unwrap() > 100, "{r}");
     });
     // The killed processes' programs went with them.
-    assert_eq!(crosshost_support::loaded_clocksync_programs(), 0);
+    let left = crosshost_support::clocksync_left(&before);
+    assert!(left.is_empty(), "still loaded: {left:?}");
 }

@@ -576,22 +576,43 @@ pub fn metric(text: &str, prefix: &str) -> f64 {
 }
 
 /// The clock-sync programs loaded now (responders and the manager's
-/// pass-throughs; the kernel keeps 15 bytes of a program's name).
-pub fn loaded_clocksync_programs() -> usize {
+/// pass-throughs; the kernel keeps 15 bytes of a program's name), as
+/// `name#id` (bpftool): a test compares them with the list it took when
+/// it started, so another user's programs (a second session, a
+/// benchmark) are never counted as ours.
+pub fn clocksync_programs() -> Vec<String> {
     let out = std::process::Command::new("bpftool")
         .args(["prog", "show", "--json"])
         .output()
         .expect("bpftool");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(vec![]));
-    v.as_array().map_or(0, |a| {
-        a.iter()
-            .filter(|p| {
-                p["name"]
-                    .as_str()
-                    .is_some_and(|n| n.starts_with("xdprobe_clock"))
-            })
-            .count()
-    })
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| Some((p["name"].as_str()?, p["id"].as_u64()?)))
+                .filter(|(n, _)| n.starts_with("xdprobe_clock"))
+                .map(|(n, id)| format!("{n}#{id}"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The clock-sync programs loaded since `before` that are still loaded,
+/// waiting up to 30 s for the kernel to free those of processes that
+/// just exited (it frees a program after a grace period, which a loaded
+/// machine can stretch past a few seconds).
+pub fn clocksync_left(before: &[String]) -> Vec<String> {
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let new: Vec<String> = clocksync_programs()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        if new.is_empty() || std::time::Instant::now() > until {
+            return new;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Each data frame's time in the bridge (ns), A→B and B→A, from captures

@@ -123,6 +123,55 @@ struct Compared {
     ooo: u64,
     /// Packets where a spec-vs-Wireshark rule moved the expectation.
     exceptions: usize,
+    /// Segments within [`TIMING_MARGIN_NS`] of the out-of-order threshold
+    /// that the probe classed on the other side of it than tcpdump's
+    /// timestamps put them.
+    timing_swaps: u64,
+}
+
+/// How far the probe's timestamps (taken in XDP, on the receiving end of
+/// the veth) and tcpdump's (on the sending end) may disagree about the gap
+/// between two segments of one direction: the veth hop in between, whose
+/// time varies with when the receiving CPU runs its softirq (a stalled
+/// vCPU on this kind of machine). Seen: 0.23 ms. Only the classification
+/// of a segment whose gap lies this close to the out-of-order threshold
+/// (spec rule 2) may differ; packet, byte and retransmission + out-of-order
+/// totals stay exact. Files need no such margin: the probe and tshark read
+/// the same timestamps (`tests/npm_oracle.rs`).
+const TIMING_MARGIN_NS: u64 = 1_000_000;
+
+/// Per direction (0 = client→server), the segments whose spec rule 2
+/// decision (below the expected SEQ, not ending at it, at most the
+/// handshake RTT since the segment that set the expected SEQ) lies within
+/// [`TIMING_MARGIN_NS`] of that threshold in tcpdump's timestamps.
+fn near_ooo_threshold(pkts: &[tshark::Pkt], client: &str) -> [u64; 2] {
+    let before = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
+    let Some(threshold) = pkts.iter().find_map(|p| p.initial_rtt_ns) else {
+        return [0; 2];
+    };
+    let mut next: [Option<(u32, u64)>; 2] = [None, None];
+    let mut near = [0u64; 2];
+    for p in pkts {
+        let d = usize::from(p.src != client);
+        let seg_len = p.len
+            + u32::from(p.flags & tshark::F_SYN != 0)
+            + u32::from(p.flags & tshark::F_FIN != 0);
+        if seg_len == 0 {
+            continue;
+        }
+        if let Some((n, t)) = next[d]
+            && before(p.seq, n)
+            && p.seq.wrapping_add(seg_len) != n
+            && p.ts_ns.saturating_sub(t).abs_diff(threshold) <= TIMING_MARGIN_NS
+        {
+            near[d] += 1;
+        }
+        let end = p.seq.wrapping_add(seg_len);
+        if next[d].is_none_or(|(n, _)| before(n, end)) {
+            next[d] = Some((end, p.ts_ns));
+        }
+    }
+    near
 }
 
 /// Compares the probe's records with tshark's flows (`pkts`: tshark's
@@ -150,6 +199,7 @@ fn compare(
         retrans: 0,
         ooo: 0,
         exceptions: 0,
+        timing_swaps: 0,
     };
     let none = Vec::new();
     for o in oracle {
@@ -178,6 +228,11 @@ fn compare(
             rules::tcp_exceptions(flow, pkts.get(flow).unwrap_or(&none), &client, &mut hits)
         });
         c.exceptions += hits.len();
+        let near = if proto == 6 {
+            near_ooo_threshold(pkts.get(flow).unwrap_or(&none), &client)
+        } else {
+            [0; 2]
+        };
         for (i, (ours_dir, their_dir)) in [(oc, "c2s"), (os, "s2c")].into_iter().enumerate() {
             let sum = |f: &str| recs.iter().map(|r| u(&r[ours_dir][f])).sum::<u64>();
             let t = &o[their_dir];
@@ -192,8 +247,19 @@ fn compare(
             check("bytes", sum("bytes"), u(&t["ip_bytes"]));
             if let Some(a) = &adj {
                 let moved = a.spur_to_ooo[i] + a.fast_to_ooo[i];
-                check("retrans", sum("retrans"), u(&t["retrans_any"]) - moved);
-                check("ooo", sum("ooo"), u(&t["out_of_order"]) + moved);
+                let (want_r, want_o) =
+                    (u(&t["retrans_any"]) - moved, u(&t["out_of_order"]) + moved);
+                let (got_r, got_o) = (sum("retrans"), sum("ooo"));
+                // Segments at the out-of-order threshold in tcpdump's
+                // time may fall on the other side of it in the probe's:
+                // either class, the sum exact.
+                let slack = near[i];
+                if got_r + got_o == want_r + want_o && got_o.abs_diff(want_o) <= slack {
+                    c.timing_swaps += got_o.abs_diff(want_o);
+                } else {
+                    check("retrans", got_r, want_r);
+                    check("ooo", got_o, want_o);
+                }
                 c.retrans += u(&t["retrans_any"]);
                 c.ooo += u(&t["out_of_order"]);
             }
@@ -289,7 +355,8 @@ fn assert_agrees(test: &str, cmp: &mut Compared, metrics: &str) {
     let med = median(&mut cmp.rtt_err_us);
     eprintln!(
         "{test}: {} TCP + {} UDP flows, {} frames (XDP saw {seen}, redirected {redirected}, read {rx}), \
-         {} retransmissions, {} out-of-order (tshark), {} packets under a spec-vs-Wireshark rule; \
+         {} retransmissions, {} out-of-order (tshark), {} packets under a spec-vs-Wireshark rule, \
+         {} classed across the out-of-order threshold within the timing margin; \
          |RTT − tshark| median {med:.1} µs, all {:?}",
         cmp.tcp_flows,
         cmp.udp_flows,
@@ -297,6 +364,7 @@ fn assert_agrees(test: &str, cmp: &mut Compared, metrics: &str) {
         cmp.retrans,
         cmp.ooo,
         cmp.exceptions,
+        cmp.timing_swaps,
         cmp.rtt_err_us
     );
     assert!(

@@ -12,14 +12,17 @@
 # CPU is read per core from /proc/stat (user+system+irq+softirq, not steal)
 # with the iperf3 client pinned to core 0 and the server to core 1; the
 # probe's own process is pinned to core 1 and its CPU time is reported
-# apart (and included in the receiver core's figure). Figures are medians
+# apart (its CPU time during the transfer, start-up excluded; included in
+# the core figures). Figures are medians
 # over the rounds, as ratios against the no-probe run of the same round.
 #
 # Configurations, in this order in every round: none; empty — programs
 # that return at once, at exactly the hooks the probe takes (hidden
 # `--empty-programs`): the kernel's own cost of running any program there,
 # the floor under the probe's; sampled (1 per 72,400 B, the default); all
-# (every send and read timed).
+# (every send and read timed); window (sampled, and the layer programs
+# attached only --window of every --window-every, 100ms of 2s unless told:
+# time sampling, `--sample-window`).
 #
 # --bpf-stats: afterwards one bulk run per probe configuration with
 # kernel.bpf_stats_enabled=1 (restored after), printing each program's run
@@ -30,6 +33,8 @@
 # 5201 ARGS` (e.g. other hooks) to every round, after the four.
 #
 # usage: benches/host_overhead.sh [--rounds N] [--seconds S] [--rate R]
+#                                 [--window D] [--window-every D]
+#                                 [--configs none,empty,sampled,all,window]
 #                                 [--loads bulk,paced] [--extra NAME=ARGS]...
 #                                 [--bpf-stats] [--no-build]
 #   needs root, iperf3, taskset, python3 (bpftool for --bpf-stats). Writes
@@ -41,6 +46,9 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 ROUNDS=3
 SECONDS_PER_RUN=8
 RATE=2G
+WINDOW=100ms
+WINDOW_EVERY=2s
+CONFIG_LIST=none,empty,sampled,all,window
 BUILD=1
 LOADS=bulk,paced
 BPF_STATS=0
@@ -51,6 +59,9 @@ while [ $# -gt 0 ]; do
         --rounds) ROUNDS=$2; shift 2 ;;
         --seconds) SECONDS_PER_RUN=$2; shift 2 ;;
         --rate) RATE=$2; shift 2 ;;
+        --window) WINDOW=$2; shift 2 ;;
+        --configs) CONFIG_LIST=$2; shift 2 ;;
+        --window-every) WINDOW_EVERY=$2; shift 2 ;;
         --loads) LOADS=$2; shift 2 ;;
         --bpf-stats) BPF_STATS=1; shift ;;
         --extra) EXTRA_NAMES+=("${2%%=*}"); EXTRA_ARGS[${2%%=*}]=${2#*=}; shift 2 ;;
@@ -77,7 +88,10 @@ WORK=$(mktemp -d /tmp/xdprobe-hostbench.XXXXXX)
 C=xdhb-c-$$
 S=xdhb-s-$$
 STATS_BEFORE=$(sysctl -n kernel.bpf_stats_enabled 2>/dev/null || echo 0)
+PROBE_PID=
 cleanup() {
+    # a probe of a run the script did not finish
+    [ -n "$PROBE_PID" ] && kill -TERM "$PROBE_PID" 2>/dev/null
     if [ "$BPF_STATS" = 1 ]; then sysctl -q -w kernel.bpf_stats_enabled="$STATS_BEFORE" 2>/dev/null || true; fi
     # this run's server only (other sessions may run the same script)
     [ -s "$WORK/server.pid" ] && kill "$(cat "$WORK/server.pid")" 2>/dev/null
@@ -126,23 +140,30 @@ run_one() {
     foreign0=$(foreign_progs)
     case $name in
         none) ;;
-        empty) "$XDPROBE" host --port 5201 --empty-programs >/dev/null 2>"$WORK/probe.err" &
+        empty) taskset -c 1 "$XDPROBE" host --port 5201 --empty-programs >/dev/null 2>"$WORK/probe.err" &
              probe_pid=$! ;;
-        all) "$XDPROBE" host --port 5201 --sample-bytes 0 >/dev/null 2>"$WORK/probe.err" &
+        all) taskset -c 1 "$XDPROBE" host --port 5201 --sample-bytes 0 >/dev/null 2>"$WORK/probe.err" &
              probe_pid=$! ;;
-        sampled) "$XDPROBE" host --port 5201 --sample-bytes 72400 >/dev/null 2>"$WORK/probe.err" &
+        sampled) taskset -c 1 "$XDPROBE" host --port 5201 --sample-bytes 72400 >/dev/null 2>"$WORK/probe.err" &
+             probe_pid=$! ;;
+        window) taskset -c 1 "$XDPROBE" host --port 5201 --sample-bytes 72400 --sample-window "$WINDOW" \
+                    --sample-window-every "$WINDOW_EVERY" >/dev/null 2>"$WORK/probe.err" &
              probe_pid=$! ;;
         *) # shellcheck disable=SC2086 # the extra configuration's words
-           "$XDPROBE" host --port 5201 ${EXTRA_ARGS[$name]} >/dev/null 2>"$WORK/probe.err" &
+           taskset -c 1 "$XDPROBE" host --port 5201 ${EXTRA_ARGS[$name]} >/dev/null 2>"$WORK/probe.err" &
              probe_pid=$! ;;
     esac
+    PROBE_PID=$probe_pid
     if [ -n "$probe_pid" ]; then
         for _ in $(seq 100); do grep -q sock_rx "$WORK/probe.err" 2>/dev/null && break; sleep 0.1; done
         grep -q sock_rx "$WORK/probe.err" || { cat "$WORK/probe.err" >&2; exit 1; }
     fi
     local rate_arg=()
     [ "$load" = paced ] && rate_arg=(-b "$RATE")
-    local before after
+    local before after probe_cpu0=0
+    # the probe's CPU during the transfer only (its start-up — BTF, loading
+    # and verifying the programs — is not part of what it costs to run)
+    [ -n "$probe_pid" ] && probe_cpu0=$(awk '{ print $14 + $15 }' "/proc/$probe_pid/stat")
     before=$(cpu_busy)
     ip netns exec "$C" taskset -c 0 iperf3 -c 192.0.2.2 -p 5201 -t "$SECONDS_PER_RUN" \
         "${rate_arg[@]}" -J >"$WORK/client.json"
@@ -158,9 +179,10 @@ run_one() {
         foreign1=$(foreign_progs)
     fi
     if [ -n "$probe_pid" ]; then
-        probe_cpu=$(awk '{ print ($14 + $15) / 100 }' "/proc/$probe_pid/stat")
+        probe_cpu=$(awk -v c0="$probe_cpu0" '{ print ($14 + $15 - c0) / 100 }' "/proc/$probe_pid/stat")
         kill -TERM "$probe_pid"
         wait "$probe_pid" || true
+        PROBE_PID=
     fi
     python3 - "$name" "$load" "$WORK/client.json" "$before" "$after" "$probe_cpu" \
         $((foreign0 > foreign1 ? foreign0 : foreign1)) <<'PY'
@@ -175,7 +197,9 @@ print(name, load, f"{mbits:.1f}", (a["cpu0"] - b["cpu0"]) / hz, (a["cpu1"] - b["
 PY
 }
 
-CONFIGS=(none empty sampled all "${EXTRA_NAMES[@]}")
+read -r -a CONFIGS <<<"${CONFIG_LIST//,/ }"
+CONFIGS+=("${EXTRA_NAMES[@]}")
+[ "${CONFIGS[0]}" = none ] || { echo "host_overhead.sh: --configs must start with none" >&2; exit 2; }
 for load in ${LOADS//,/ }; do
     for r in $(seq "$ROUNDS"); do
         for cfg in "${CONFIGS[@]}"; do
@@ -184,13 +208,15 @@ for load in ${LOADS//,/ }; do
     done
 done
 
-python3 - "$WORK/results.txt" "$SECONDS_PER_RUN" "$RATE" "${CONFIGS[@]}" <<'PY'
+python3 - "$WORK/results.txt" "$SECONDS_PER_RUN" "$RATE" "$WINDOW" "$WINDOW_EVERY" "${CONFIGS[@]}" <<'PY'
 import sys, statistics as st
 # NAME LOAD MBITS CPU0 CPU1 PROBE_CPU FOREIGN ROUND
 rows = [l.split() for l in open(sys.argv[1])]
-secs, rate, configs = float(sys.argv[2]), sys.argv[3], sys.argv[4:]
+secs, rate, window, window_every = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+configs = sys.argv[6:]
 labels = {"none": "none", "empty": "empty programs, same hooks",
-          "sampled": "1 per 72,400 B (default)", "all": "every send/read (`--sample-bytes 0`)"}
+          "sampled": "1 per 72,400 B (default)", "all": "every send/read (`--sample-bytes 0`)",
+          "window": f"1 per 72,400 B, attached {window} of every {window_every}"}
 loads = [l for l in ["bulk", "paced"] if any(r[1] == l for r in rows)]
 pct = lambda x: f"{(x - 1) * 100:+.1f} %"
 print("| load | probe | throughput | vs none (median of per-round ratios) | same, clean rounds | "
@@ -250,20 +276,24 @@ if [ "$BPF_STATS" = 1 ]; then
     echo "bpf_stats (one bulk run of ${SECONDS_PER_RUN} s per configuration):"
     echo "| configuration | program | runs | mean | CPU |"
     echo "|---|---|---:|---:|---:|"
-    for cfg in empty sampled all "${EXTRA_NAMES[@]}"; do
+    for cfg in "${CONFIGS[@]:1}"; do
         STATS_OUT=$WORK/stats-$cfg.json
         run_one "$cfg" bulk >>"$WORK/stats-runs.txt"
         python3 - "$cfg" "$STATS_OUT" "$STATS_OUT.ids" <<'PY'
 import json, sys
 cfg, path, ids = sys.argv[1], sys.argv[2], sys.argv[3]
 ids = {int(l) for l in open(ids) if l.strip()}
+total_n = total_t = 0
 for p in json.load(open(path)):
     if p["id"] not in ids:
         continue
     n, t = p.get("run_cnt", 0), p.get("run_time_ns", 0)
     if n == 0:
         continue
+    total_n, total_t = total_n + n, total_t + t
     print(f"| {cfg} | `{p['name']}` | {n} | {t / n:.0f} ns | {t / 1e6:.0f} ms |")
+if total_n:
+    print(f"| {cfg} | all programs | {total_n} | {total_t / total_n:.0f} ns | {total_t / 1e6:.0f} ms |")
 PY
     done
     unset STATS_OUT

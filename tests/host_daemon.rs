@@ -272,3 +272,101 @@ fn ipfix_set_ids(bytes: &[u8]) -> Vec<u16> {
     }
     ids
 }
+
+/// `[host] sample_window` in the daemon: the programs are attached about
+/// the configured share of the time (the metrics say how much), the host
+/// report times about that share of the writes, and SIGTERM still leaves
+/// nothing loaded.
+#[test]
+fn the_daemon_keeps_sampling_windows() {
+    if !require_root("the_daemon_keeps_sampling_windows") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let before = loaded_host_programs();
+    let tmp = TempDir::new("host_daemon_win");
+    let b = Bench::new(1, None, &tmp.0);
+    let host = format!(
+        "[host]\nstack = true\nsample_bytes = 0\nsample_window = \"100ms\"\n\
+         sample_window_every = \"500ms\"\n[host.filter]\nports = [{}]\n",
+        PORT + 1
+    );
+    let opts = ProbeOpts {
+        iface: "p1",
+        queues: 1,
+        collectors: Vec::new(),
+        metrics_port: 19482,
+        extra_args: Vec::new(),
+        idle_timeout: "300s",
+        active_timeout: "300s",
+        user: None,
+        extra_config: &host,
+        interface_extra: "",
+    };
+    let mut probe = Probe::start(&b.p, &tmp.0, &opts);
+    let listener =
+        b.s.run(|| TcpListener::bind((SERVER_IP, PORT + 1)).expect("listen"));
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().expect("accept");
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = c.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+        }
+    });
+    const WRITES: u32 = 1000;
+    let started = std::time::Instant::now();
+    b.c.run(|| {
+        let mut s = TcpStream::connect((SERVER_IP, PORT + 1)).expect("connect");
+        s.set_nodelay(true).unwrap();
+        for _ in 0..WRITES {
+            s.write_all(&[7u8; 500]).unwrap();
+            std::thread::sleep(Duration::from_millis(3));
+        }
+    });
+    server.join().unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(2500));
+    let metrics = probe.metrics(&b.p);
+    signal(probe.child.id(), libc::SIGTERM);
+    let st = wait_exit(&mut probe.child, Duration::from_secs(20), "xdprobe run");
+    assert!(st.success(), "{}", probe.log_text());
+    let left = host_support::left_loaded(&before);
+    assert!(left.is_empty(), "the host programs are gone: {left:?}");
+
+    let count = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+    };
+    let windows = count("xdprobe_host_windows_total");
+    let attached = count("xdprobe_host_attached_seconds_total");
+    let lines: Vec<Value> = std::fs::read_to_string(&probe.json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let timed: u64 = lines
+        .iter()
+        .filter(|v| v["type"] == "host_stack" && v["dport"] == PORT + 1)
+        .filter_map(|v| v["t8"]["samples"].as_u64())
+        .sum();
+    eprintln!(
+        "{windows} windows, attached {attached:.2} s; {timed} of {WRITES} writes timed over {secs:.1} s of traffic"
+    );
+    assert!(windows >= 8.0, "{windows} windows");
+    // 100 ms of every 500 ms, over the traffic and the 2.5 s after it.
+    let total = secs + 2.5;
+    assert!(
+        (0.12 * total..=0.35 * total).contains(&attached),
+        "attached {attached} s of {total:.1}"
+    );
+    let share = f64::from(u32::try_from(timed).unwrap()) / f64::from(WRITES);
+    assert!(
+        (0.10..=0.35).contains(&share),
+        "timed {share:.3} of the writes, expected about 0.2"
+    );
+}

@@ -532,3 +532,171 @@ fn function_hooks_are_a_per_kernel_option_refused_clearly_here() {
         assert!(left.is_empty(), "{hook}: nothing left loaded: {left:?}");
     }
 }
+
+/// `sample_window` from the `--stats` output: windows opened and the
+/// share of the run the layer programs were attached.
+fn windows_stats(stderr: &str) -> (u64, f64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("sampling windows: "))
+        .unwrap_or_else(|| panic!("no sampling window line in {stderr}"));
+    let mut w = line["sampling windows: ".len()..].split_whitespace();
+    let n = w
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a window count");
+    let pct = w
+        .next()
+        .and_then(|p| p.trim_start_matches('(').parse().ok())
+        .expect("a share attached");
+    (n, pct)
+}
+
+#[test]
+fn time_sampling_detaches_between_windows_and_keeps_t8() {
+    if !require_root("time_sampling_detaches_between_windows_and_keeps_t8") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let pair = Pair::new();
+    let server: SocketAddr = format!("{SERVER_IP}:5306").parse().unwrap();
+    let (count, size) = (3000u32, 1000usize);
+    // One probe always attached, one attached 100 ms of every 500 ms, on
+    // the same traffic: the windowed one must time about a fifth of the
+    // messages, see about a fifth of the kernel events (its programs ran
+    // only then: the count is kept by the programs themselves), and its
+    // T8 must still be the application's own, message by message.
+    let d_all = TempDir::new("host_win_all");
+    let d_win = TempDir::new("host_win");
+    let samples = d_win.0.join("samples.jsonl");
+    let all = HostProbe::start(
+        &d_all.0,
+        &["--port", "5306", "--sample-bytes", "0", "--stats"],
+    );
+    let win = HostProbe::start(
+        &d_win.0,
+        &[
+            "--port",
+            "5306",
+            "--sample-bytes",
+            "0",
+            "--sample-window",
+            "100ms",
+            "--sample-window-every",
+            "500ms",
+            "--samples",
+            samples.to_str().unwrap(),
+            "--stats",
+        ],
+    );
+    let m = Messages {
+        count,
+        size,
+        gap: Duration::from_millis(1),
+        reader: Reader::Eager,
+    };
+    let timed = timed_messages(&pair.c, &pair.s, server, &m, &no_op);
+    assert_eq!(timed.len() as u32, count);
+    std::thread::sleep(Duration::from_millis(400));
+    let (all, all_err) = all.stop_with_stderr();
+    let (win, win_err) = win.stop_with_stderr();
+    let (all, win) = (
+        data_flow(&all, 5306, "192.0.2.1"),
+        data_flow(&win, 5306, "192.0.2.1"),
+    );
+    let (windows, attached_pct) = windows_stats(&win_err);
+    let (got_all, got) = (
+        all["complete"].as_u64().unwrap(),
+        win["complete"].as_u64().unwrap(),
+    );
+    let (ev_all, ev_win) = (kernel_events(&all_err), kernel_events(&win_err));
+    let share = got as f64 / got_all as f64;
+    let ev_share = ev_win as f64 / ev_all as f64;
+    eprintln!(
+        "{windows} windows, attached {attached_pct:.1} % of the run; timed {got} of {got_all} messages ({:.1} %), \
+         kernel events {ev_win} of {ev_all} ({:.1} %); edge {}, incomplete {} (always attached: {})",
+        share * 100.0,
+        ev_share * 100.0,
+        win["edge"],
+        win["incomplete"],
+        all["incomplete"]
+    );
+    assert!(got_all >= u64::from(count) * 95 / 100, "{got_all}");
+    assert!(
+        windows >= 5,
+        "{windows} windows in a run of several seconds"
+    );
+    // 100 ms of every 500: a fifth, a little more for the drains.
+    assert!(
+        (15.0..=30.0).contains(&attached_pct),
+        "attached {attached_pct} % of the run"
+    );
+    assert!(
+        (0.12..=0.32).contains(&share),
+        "timed {share:.3} of the messages, expected about 0.2"
+    );
+    assert!(
+        (0.12..=0.32).contains(&ev_share),
+        "the programs ran for {ev_share:.3} of the events, expected about 0.2"
+    );
+    // What a window cuts is counted apart, never as a layer's skip.
+    assert!(
+        win["incomplete"].as_u64().unwrap() <= all["incomplete"].as_u64().unwrap() + 2,
+        "windows made incomplete bytes: {win}"
+    );
+    // Message by message against the application's own timing.
+    let raw = raw_samples(&samples, 5306);
+    let pairs = host_support::paired_t8_by_time(&raw, &timed, m.gap);
+    assert!(
+        pairs.len() as u64 >= got * 9 / 10,
+        "{} of {got} timed messages paired",
+        pairs.len()
+    );
+    let mut d: Vec<i64> = pairs.iter().map(|&(a, p)| a as i64 - p as i64).collect();
+    d.sort_unstable();
+    let med_diff = d[d.len() / 2] as f64 / 1000.0;
+    let app: Vec<u64> = pairs.iter().map(|p| p.0).collect();
+    let app_p50 = median(&app) as f64 / 1000.0;
+    let tol = (0.05 * app_p50).max(20.0);
+    eprintln!(
+        "windowed T8 p50: application {app_p50:.1} µs, median per-message difference {med_diff:.1} µs"
+    );
+    assert!(med_diff.abs() <= tol, "{med_diff} µs (tolerance {tol})");
+    let (a, g) = (
+        all["t8"]["p50_us"].as_f64().unwrap(),
+        win["t8"]["p50_us"].as_f64().unwrap(),
+    );
+    eprintln!("T8 p50: always attached {a:.1} µs, windowed {g:.1} µs");
+    assert!(
+        (a - g).abs() <= (0.15 * a).max(5.0),
+        "T8 p50 {g} windowed vs {a}"
+    );
+}
+
+/// Checked before anything touches the kernel: no root needed.
+#[test]
+fn a_sampling_window_that_cannot_work_is_refused_with_exit_2() {
+    for (args, says) in [
+        (
+            &["--sample-window", "1s"][..],
+            "must be shorter than --sample-window-every",
+        ),
+        (
+            &["--sample-window", "2s", "--sample-window-every", "1s"][..],
+            "must be shorter",
+        ),
+        (
+            &["--sample-window", "10ms", "--manager", "192.0.2.9:7000"][..],
+            "does not combine with --manager",
+        ),
+    ] {
+        let out = common::xdprobe()
+            .args(["host", "--duration", "1s"])
+            .args(args)
+            .output()
+            .expect("run xdprobe host");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: exit 2: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

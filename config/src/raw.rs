@@ -106,6 +106,8 @@ pub struct RawHost {
     pub stack: Option<S<bool>>,
     pub sample_bytes: Option<S<i64>>,
     pub sample_interval: Option<S<toml::Value>>,
+    pub sample_window: Option<S<toml::Value>>,
+    pub sample_window_every: Option<S<toml::Value>>,
     pub layers: Option<S<Vec<S<String>>>>,
     pub report_interval: Option<S<toml::Value>>,
     pub idle_timeout: Option<S<toml::Value>>,

@@ -248,6 +248,12 @@ pub struct HostSettings {
     /// At most one timed byte per flow per this interval (0: no limit).
     /// Default 0.
     pub sample_interval: Duration,
+    /// Time sampling: the layer programs are attached for this long out
+    /// of every `sample_window_every` and detached in between (0: always
+    /// attached). Default 0.
+    pub sample_window: Duration,
+    /// Period of the sampling windows. Default 1 s.
+    pub sample_window_every: Duration,
     /// Layers observed (keys of [`HOST_LAYERS`]); empty: all. Default all.
     pub layers: Vec<String>,
     /// Long-lived flows are reported this often. Default 60 s.
@@ -286,6 +292,8 @@ impl Default for HostSettings {
             stack: false,
             sample_bytes: 72_400,
             sample_interval: Duration::ZERO,
+            sample_window: Duration::ZERO,
+            sample_window_every: Duration::from_secs(1),
             layers: Vec::new(),
             report_interval: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(30),

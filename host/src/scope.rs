@@ -110,6 +110,10 @@ pub fn stack_options(h: &HostSettings) -> Result<StackOptions, ScopeError> {
             .map(|p| cgroup_id(Path::new(p)))
             .collect::<Result<_, _>>()?,
         ring_bytes: h.ring_bytes,
+        windows: (!h.sample_window.is_zero()).then_some(crate::stack::agent::Windows {
+            window: h.sample_window,
+            every: h.sample_window_every,
+        }),
         empty_programs: false,
     })
 }

@@ -53,6 +53,14 @@ pub struct HostArgs {
     /// on top of the byte grid.
     #[arg(long, value_parser = parse_duration)]
     pub sample_interval: Option<Duration>,
+    /// Time sampling: attach the layer programs for this long (e.g. 50ms)
+    /// out of every `--sample-window-every`, detached in between, so the
+    /// probe costs nothing per packet outside the windows; 0: always.
+    #[arg(long, value_parser = parse_duration)]
+    pub sample_window: Option<Duration>,
+    /// Period of the sampling windows (default 1s).
+    #[arg(long, value_parser = parse_duration)]
+    pub sample_window_every: Option<Duration>,
     /// Use this hook for a layer instead of the default, e.g.
     /// `dev_tx=tracepoint:net:net_dev_xmit` (repeatable; a layer given
     /// several times takes them in order).
@@ -123,6 +131,22 @@ fn options(a: &HostArgs) -> anyhow::Result<(StackOptions, HostSettings)> {
     }
     if let Some(n) = a.sample_bytes {
         o.sample_bytes = n;
+    }
+    let window = a.sample_window.unwrap_or(host.sample_window);
+    let every = a.sample_window_every.unwrap_or(host.sample_window_every);
+    o.windows = None;
+    if !window.is_zero() {
+        anyhow::ensure!(
+            window < every && every <= Duration::from_secs(60),
+            "--sample-window {window:?} must be shorter than --sample-window-every {every:?} (at most 60s)"
+        );
+        // The manager matches two agents' streams without knowing either's
+        // windows: it would read their edges as skipped bytes.
+        anyhow::ensure!(
+            a.agent.manager.is_none(),
+            "--sample-window does not combine with --manager yet: the manager's matching does not know the agents' windows"
+        );
+        o.windows = Some(agent::Windows { window, every });
     }
     o.ports.extend(&a.ports);
     for n in &a.netns {
@@ -211,7 +235,7 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
             {
                 write_err.get_or_insert(e);
             }
-            reports.push(r);
+            reports.push(*r);
         }
         Output::Samples(raw) => {
             if let Some(w) = samples.as_mut() {
@@ -271,6 +295,16 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
             "kernel: {:?}\nkernel skipped runs: {} (the programs' recursion_misses)\nmatcher: {:?}\nreports: {}",
             stats.kernel, stats.kernel_skipped, stats.matcher, stats.reports
         );
+        if stats.windows > 0 {
+            eprintln!(
+                "sampling windows: {} ({:.1} % of {:.1} s attached; {} drains cut at {} ms)",
+                stats.windows,
+                100.0 * stats.observed.as_secs_f64() / stats.elapsed.as_secs_f64().max(1e-9),
+                stats.elapsed.as_secs_f64(),
+                stats.drain_cut,
+                agent::MAX_DRAIN.as_millis()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

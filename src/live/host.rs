@@ -38,7 +38,9 @@ use xdprobe_host::fleet::metrics::Histogram;
 use xdprobe_host::fleet::record::host_record;
 use xdprobe_host::hooks::Layer;
 use xdprobe_host::kernel::Kernel;
-use xdprobe_host::stack::agent::{WallClock, monotonic_ns};
+use xdprobe_host::stack::agent::{
+    DRAIN_BATCH, GC_AGE, GC_EVERY, Schedule, WallClock, monotonic_ns,
+};
 use xdprobe_host::stack::matcher::{FlowReport, MatchCounters, Matcher, RawSample, segment_name};
 use xdprobe_host::stack::output::{self, Comms};
 use xdprobe_host::stack::probe::StackProbe;
@@ -133,6 +135,10 @@ pub struct HostMetrics {
     pub conn_skipped: u64,
     /// Runs of the stack programs the kernel skipped.
     pub stack_skipped: u64,
+    /// Time sampling: windows opened and seconds the layer programs were
+    /// attached (0 without `sample_window`).
+    pub windows: u64,
+    pub attached_secs: f64,
     pub matcher: MatchCounters,
     pub reports: u64,
     pub ipfix_errors: u64,
@@ -238,6 +244,11 @@ impl Collector for HostCollector {
                 "Stack program runs the kernel skipped (their recursion_misses): observations no program saw.",
                 m.stack_skipped,
             ),
+            (
+                "xdprobe_host_windows",
+                "Time-sampling windows opened (sample_window).",
+                m.windows,
+            ),
             ("xdprobe_host_flows", "Flows the matcher tracked.", mt.flows),
             (
                 "xdprobe_host_flows_dropped",
@@ -278,6 +289,12 @@ impl Collector for HostCollector {
                 MetricType::Counter,
             )?)?;
         }
+        ConstCounter::new(m.attached_secs).encode(enc.encode_descriptor(
+            "xdprobe_host_attached_seconds",
+            "Time the stack layer programs were attached (all of it without sample_window).",
+            None,
+            MetricType::Counter,
+        )?)?;
         Ok(())
     }
 }
@@ -421,17 +438,37 @@ struct Run {
 impl Run {
     fn run(&mut self, stop: &AtomicBool) {
         let mut last_gc = Instant::now();
+        let mut last_advance = Instant::now();
+        let started = Instant::now();
+        let mut schedule = self.probes.stack.as_mut().and_then(|(probe, matcher)| {
+            matcher.window_opened(monotonic_ns());
+            probe.windows.map(|w| Schedule::new(w, Instant::now()))
+        });
         while !stop.load(Ordering::Acquire) {
             let mut n = 0;
+            let mut wait = Duration::from_millis(50);
             if let Some((probe, matcher)) = self.probes.stack.as_mut() {
                 let comms = &mut self.comms;
-                n += probe.drain(|ev| {
+                n += probe.drain_some(DRAIN_BATCH, |ev| {
                     // The process may be gone by the time its flow ends.
                     if ev.tgid != 0 {
                         comms.remember(ev.tgid);
                     }
                     matcher.on_event(ev)
                 });
+                if let Some(s) = schedule.as_mut() {
+                    let next = s.step(probe, matcher);
+                    // Between windows: nothing to drain until the next.
+                    wait = if s.is_closed() {
+                        next.min(Duration::from_millis(500))
+                    } else {
+                        wait.min(next)
+                    };
+                    let (w, secs, _) = s.totals();
+                    (self.local.windows, self.local.attached_secs) = (w, secs.as_secs_f64());
+                } else {
+                    self.local.attached_secs = started.elapsed().as_secs_f64();
+                }
             }
             let mut conns = Vec::new();
             if let Some(c) = self.probes.conn.as_mut() {
@@ -440,11 +477,15 @@ impl Run {
             for c in conns {
                 self.connection(c);
             }
-            self.advance(false);
-            if last_gc.elapsed() >= Duration::from_secs(10) {
+            // Reports and metrics every 50 ms, not on every batch.
+            if last_advance.elapsed() >= Duration::from_millis(50) {
+                self.advance(false);
+                last_advance = Instant::now();
+            }
+            if last_gc.elapsed() >= GC_EVERY && schedule.as_ref().is_none_or(Schedule::is_closed) {
                 let now = monotonic_ns();
                 if let Some((p, _)) = self.probes.stack.as_mut() {
-                    p.gc(now, 60_000_000_000);
+                    p.gc(now, GC_AGE.as_nanos() as u64);
                 }
                 if let Some(c) = self.probes.conn.as_mut() {
                     c.expire(now);
@@ -452,7 +493,7 @@ impl Run {
                 last_gc = Instant::now();
             }
             if n == 0 {
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(wait.max(Duration::from_millis(1)));
             }
         }
         if let Some((probe, matcher)) = self.probes.stack.as_mut() {

@@ -480,6 +480,32 @@ pub fn paired_t8(
         .collect()
 }
 
+/// Pairs samples with messages by time, for a probe that did not see the
+/// stream from its start (time sampling): a sample's socket-layer send
+/// time is the entry of the write(2) that carried it, a few µs after the
+/// sender read its clock for the message. Messages `gap` apart pair
+/// unambiguously within `gap / 4`. Returns (application T8, probe T8).
+pub fn paired_t8_by_time(
+    samples: &[(u64, Vec<(String, u64)>)],
+    timed: &[Timed],
+    gap: Duration,
+) -> Vec<(u64, u64)> {
+    let mut sent: Vec<&Timed> = timed.iter().collect();
+    sent.sort_by_key(|t| t.sent_ns);
+    let near = gap.as_nanos() as u64 / 4;
+    samples
+        .iter()
+        .filter_map(|(_, times)| {
+            let get = |n: &str| times.iter().find(|(l, _)| l == n).map(|(_, t)| *t);
+            let (tx, rx) = (get("sock_tx")?, get("sock_rx")?);
+            let i = sent.partition_point(|t| t.sent_ns <= tx).checked_sub(1)?;
+            let m = sent[i];
+            let probe = rx.checked_sub(tx)?;
+            (tx - m.sent_ns <= near).then_some((m.t8_ns(), probe))
+        })
+        .collect()
+}
+
 /// The host programs loaded now that were not loaded at `before`, once the
 /// kernel has released those of a probe that just exited: a program's last
 /// reference goes with its link, and the kernel frees it after an RCU grace

@@ -21,6 +21,10 @@ pub mod names {
     pub const SEND_SLOTS: &str = "SEND_SLOTS";
     /// `HashMap<u64 sk, SockId>`: each socket's identity, read once.
     pub const SOCK_IDS: &str = "SOCK_IDS";
+    /// `Array<u32>` of one: which of the programs may observe
+    /// ([`super::GATE_ENTRY`], [`super::GATE_REST`]); written by user
+    /// space as sampling windows open and close.
+    pub const STACK_GATE: &str = "STACK_GATE";
 
     /// Read-only global [`super::ConnSettings`] of the connect-latency object.
     pub const CONN_SETTINGS: &str = "CONN_SETTINGS";
@@ -549,6 +553,14 @@ impl ConnCounters {
 /// Entries of the per-thread send slots (a power of two; thread IDs
 /// modulo this share a slot, told apart by [`SendSlot::tid`]).
 pub const SEND_SLOTS_LEN: u32 = 1 << 16;
+
+/// `STACK_GATE` bits. Programs on classic tracepoints and kprobes are
+/// gated rather than detached between sampling windows: closing their
+/// perf link waits 75–95 ms for the tracepoint's grace period, one link
+/// at a time. Entry: the send path's `sys_enter_*` (closed first). Rest:
+/// every other layer program.
+pub const GATE_ENTRY: u32 = 1;
+pub const GATE_REST: u32 = 2;
 
 /// One thread's send call in flight: when it was entered and the
 /// TCP-layer observation it is building (TCP took bytes from `tcp_seq`

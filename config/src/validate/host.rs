@@ -59,6 +59,37 @@ impl Validator<'_> {
                 max: Duration::from_secs(3600),
             },
         );
+        let sample_window = self.duration(
+            "host.sample_window",
+            raw.sample_window.as_ref(),
+            DurationRule {
+                name: "sample_window",
+                default: d.sample_window,
+                min: Duration::ZERO,
+                max: Duration::from_secs(60),
+            },
+        );
+        let sample_window_every = self.duration(
+            "host.sample_window_every",
+            raw.sample_window_every.as_ref(),
+            DurationRule {
+                name: "sample_window_every",
+                default: d.sample_window_every,
+                min: Duration::from_millis(10),
+                max: Duration::from_secs(60),
+            },
+        );
+        if !sample_window.is_zero() && sample_window >= sample_window_every {
+            let span = raw.sample_window.as_ref().map_or(0..0, |v| v.span());
+            self.invalid(
+                "host.sample_window",
+                span,
+                Problem::Inconsistent(format!(
+                    "a window of {sample_window:?} does not fit in sample_window_every \
+                     ({sample_window_every:?}); make it shorter, or 0 to stay attached"
+                )),
+            );
+        }
         let mut layers = Vec::new();
         if let Some(list) = &raw.layers {
             for (i, l) in list.get_ref().iter().enumerate() {
@@ -160,6 +191,8 @@ impl Validator<'_> {
             stack: raw.stack.is_some_and(S::into_inner),
             sample_bytes: u32::try_from(sample_bytes).unwrap_or(d.sample_bytes),
             sample_interval,
+            sample_window,
+            sample_window_every,
             layers,
             report_interval,
             idle_timeout,
@@ -336,6 +369,10 @@ mod tests {
         .unwrap();
         let h = c.host;
         assert_eq!(h.sample_interval, Duration::from_millis(10));
+        assert_eq!(
+            (h.sample_window, h.sample_window_every),
+            (Duration::ZERO, Duration::from_secs(1))
+        );
         assert_eq!(h.layers, ["sock_tx", "dev_tx", "sock_rx"]);
         assert_eq!(h.hooks.len(), 2);
         assert_eq!(h.hooks[1].0, "dev_rx");
@@ -345,6 +382,29 @@ mod tests {
         assert_eq!(
             h.collectors,
             ["udp://192.0.2.9:4739", "file:///var/lib/xdprobe/host.ipfix"]
+        );
+    }
+
+    #[test]
+    fn a_sampling_window_must_fit_its_period() {
+        let c = from_text(
+            "[host]\nstack = true\nsample_window = \"50ms\"\nsample_window_every = \"2s\"\n",
+            &env(),
+        )
+        .unwrap();
+        assert_eq!(c.host.sample_window, Duration::from_millis(50));
+        assert_eq!(c.host.sample_window_every, Duration::from_secs(2));
+        one(
+            "[host]\nstack = true\nsample_window = \"1s\"\n",
+            "host.sample_window",
+            3,
+            "does not fit in sample_window_every",
+        );
+        one(
+            "[host]\nstack = true\nsample_window = \"50ms\"\nsample_window_every = \"5ms\"\n",
+            "host.sample_window_every",
+            4,
+            "",
         );
     }
 

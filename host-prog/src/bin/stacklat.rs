@@ -30,9 +30,9 @@ use host_prog::{
     rec_u16, rec_u64, state_identity, tp_i32, tp_span, tp_u16, tp_u64,
 };
 use xdprobe_common::host::{
-    SEND_SLOTS_LEN, STACK_FILTER_CGROUP, STACK_FILTER_NETNS, STACK_FILTER_PORT, STACK_FILTER_TGID,
-    STACK_MAX_CGROUPS, STACK_MAX_NETNS, STACK_MAX_PORTS, STACK_MAX_TGIDS, SendSlot, SockId,
-    StackCounters, StackEvent, StackSettings, layer, skb_slot,
+    GATE_ENTRY, GATE_REST, SEND_SLOTS_LEN, STACK_FILTER_CGROUP, STACK_FILTER_NETNS,
+    STACK_FILTER_PORT, STACK_FILTER_TGID, STACK_MAX_CGROUPS, STACK_MAX_NETNS, STACK_MAX_PORTS,
+    STACK_MAX_TGIDS, SendSlot, SockId, StackCounters, StackEvent, StackSettings, layer, skb_slot,
 };
 
 #[unsafe(link_section = "license")]
@@ -79,6 +79,16 @@ fn send_slot(tid: u32) -> Option<&'static mut SendSlot> {
     // the same instant on two CPUs is the one race, and tids that far
     // apart alive at once are rare).
     Some(unsafe { &mut *p })
+}
+
+/// Which programs may observe (`GATE_ENTRY`, `GATE_REST`): all of them
+/// unless a sampling window closed. One array lookup, inlined.
+#[map(name = "STACK_GATE")]
+static STACK_GATE: Array<u32> = Array::with_max_entries(1, 0);
+
+#[inline(always)]
+fn open(bit: u32) -> bool {
+    STACK_GATE.get(0).is_some_and(|g| *g & bit != 0)
 }
 
 /// Socket → its identity, read from the socket once; removed at CLOSE.
@@ -368,6 +378,9 @@ fn skb_fields(skb: u64) -> Option<SkbFields> {
 /// header.
 #[inline(always)]
 fn tx_skb(layer: u8, skb: u64) {
+    if !open(GATE_REST) {
+        return;
+    }
     let Some(f) = skb_fields(skb) else {
         count(Count::ReadFailed);
         return;
@@ -387,6 +400,9 @@ fn tx_skb(layer: u8, skb: u64) {
 /// not set yet at the device layer.
 #[inline(always)]
 fn rx_skb(layer: u8, skb: u64) {
+    if !open(GATE_REST) {
+        return;
+    }
     let Some(f) = skb_fields(skb) else {
         count(Count::ReadFailed);
         return;
@@ -418,6 +434,9 @@ const TCP_PROBE_SPAN: usize = 64;
 /// write(2) of the host, sockets or not.
 #[tracepoint]
 pub fn stack_send_enter(_ctx: TracePointContext) -> u32 {
+    if !open(GATE_ENTRY) {
+        return 0;
+    }
     let pid_tgid = bpf_get_current_pid_tgid();
     if !tgid_ok((pid_tgid >> 32) as u32) {
         return 0;
@@ -442,6 +461,9 @@ pub fn stack_send_enter(_ctx: TracePointContext) -> u32 {
 /// anything else is read.
 #[tracepoint]
 pub fn stack_send_length(ctx: TracePointContext) -> u32 {
+    if !open(GATE_REST) {
+        return 0;
+    }
     let tp = setting!(tp);
     let Some(r) = tp_span::<SOCK_LEN_SPAN>(&ctx, tp.send_sk) else {
         return 0;
@@ -736,6 +758,9 @@ pub fn stack_ip_rx(ctx: TracePointContext) -> u32 {
 /// (softirq, or the socket backlog when the reader held the lock).
 #[tracepoint]
 pub fn stack_tcp_probe(ctx: TracePointContext) -> u32 {
+    if !open(GATE_REST) {
+        return 0;
+    }
     let tp = setting!(tp);
     let Some(r) = tp_span::<TCP_PROBE_SPAN>(&ctx, tp.probe_data_len) else {
         return 0;
@@ -798,6 +823,9 @@ pub fn stack_tcp_probe_btf(ctx: BtfTracePointContext) -> u32 {
 #[tracepoint]
 pub fn stack_recv_length(ctx: TracePointContext) -> u32 {
     const MSG_PEEK: i32 = 2;
+    if !open(GATE_REST) {
+        return 0;
+    }
     let tp = setting!(tp);
     let Some(r) = tp_span::<SOCK_LEN_SPAN>(&ctx, tp.recv_sk) else {
         return 0;

@@ -13,9 +13,12 @@ use crate::stack::probe::StackProbe;
 
 /// How often, and past what age, the kernel's per-thread and per-socket
 /// entries are collected (a send call that blocks longer loses its
-/// socket-layer time).
-const GC_EVERY: Duration = Duration::from_secs(10);
-const GC_AGE: Duration = Duration::from_secs(60);
+/// socket-layer time). A sweep is 65536 map lookups, one system call each
+/// (about 65 ms of this thread's time here): every 30 s, and with time
+/// sampling only between windows, where no program runs for the map calls
+/// to hold up.
+pub const GC_EVERY: Duration = Duration::from_secs(30);
+pub const GC_AGE: Duration = Duration::from_secs(60);
 
 /// `CLOCK_MONOTONIC` now, in ns: the clock `bpf_ktime_get_ns` reads.
 pub fn monotonic_ns() -> u64 {
@@ -55,9 +58,168 @@ impl WallClock {
     }
 }
 
+/// Time sampling: the layer programs are attached for `window` out of
+/// every `every`, and detached in between, so that between windows the
+/// probe costs the kernel nothing per packet (not even the empty
+/// program's dispatch a byte-grid filter pays on every skb).
+///
+/// A window opens by attaching the layers from the receiving socket back
+/// to the send path's entry, so every byte it lets in meets every layer;
+/// it closes the entry first and the rest only once the bytes let in
+/// have passed them all (at most [`MAX_DRAIN`]), so slow bytes are not
+/// the ones a window cuts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Windows {
+    pub window: Duration,
+    pub every: Duration,
+}
+
+/// Events handed to the matcher between two looks at the clock (the
+/// window schedule, reports): a ring that fills as fast as it is read
+/// must not keep the loop from them.
+pub const DRAIN_BATCH: usize = 4096;
+
+/// The longest a closing window waits for bytes still on their way (the
+/// matcher's default hold: the same bound on a late layer).
+pub const MAX_DRAIN: Duration = Duration::from_millis(250);
+
+/// Where the window schedule is.
+#[derive(Clone, Copy, Debug)]
+enum Phase {
+    /// Every layer attached until `until`.
+    Open { since: Instant, until: Instant },
+    /// Entry closed at `closed_ns` (monotonic); the rest until nothing
+    /// let in before is pending, or `deadline`.
+    Draining {
+        since: Instant,
+        closed_ns: u64,
+        deadline: Instant,
+    },
+    /// Nothing attached until `until`.
+    Closed { until: Instant },
+}
+
+/// The window schedule and its bookkeeping: stepped by whatever loop
+/// drains the probe (`run_with` here, the daemon's host thread).
+pub struct Schedule {
+    w: Windows,
+    phase: Phase,
+    /// Start of the current period.
+    period_start: Instant,
+    windows: u64,
+    observed: Duration,
+    /// Windows that hit [`MAX_DRAIN`] with bytes still pending.
+    drain_cut: u64,
+}
+
+impl Schedule {
+    /// The probe has just attached: the first window is open.
+    pub fn new(w: Windows, now: Instant) -> Schedule {
+        Schedule {
+            w,
+            phase: Phase::Open {
+                since: now,
+                until: now + w.window,
+            },
+            period_start: now,
+            windows: 1,
+            observed: Duration::ZERO,
+            drain_cut: 0,
+        }
+    }
+
+    /// Moves the schedule on; returns how long the loop may wait for
+    /// events before it must look again.
+    pub fn step(&mut self, probe: &mut StackProbe, matcher: &mut Matcher) -> Duration {
+        let now = Instant::now();
+        match self.phase {
+            Phase::Open { since, until } if now >= until => {
+                probe.close_entry();
+                let closed_ns = monotonic_ns();
+                matcher.window_closing(closed_ns);
+                let room = self.w.every.saturating_sub(self.w.window);
+                self.phase = Phase::Draining {
+                    since,
+                    closed_ns,
+                    deadline: now + room.min(MAX_DRAIN),
+                };
+                Duration::from_millis(1)
+            }
+            Phase::Open { until, .. } => until - now,
+            Phase::Draining {
+                since,
+                closed_ns,
+                deadline,
+            } => {
+                matcher.settle(monotonic_ns());
+                let pending = matcher.pending_before(closed_ns);
+                if pending && now < deadline {
+                    return Duration::from_millis(2);
+                }
+                if pending {
+                    self.drain_cut += 1;
+                }
+                probe.close_window();
+                matcher.window_closed();
+                self.observed += now - since;
+                let next = (self.period_start + self.w.every).max(now);
+                self.phase = Phase::Closed { until: next };
+                next - now
+            }
+            Phase::Closed { until } if now >= until => {
+                match probe.open_window() {
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "opening a sampling window"),
+                }
+                matcher.window_opened(monotonic_ns());
+                self.windows += 1;
+                self.period_start = until;
+                self.phase = Phase::Open {
+                    since: now,
+                    until: now + self.w.window,
+                };
+                self.w.window
+            }
+            Phase::Closed { until } => until - now,
+        }
+    }
+
+    /// Between windows: nothing attached.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.phase, Phase::Closed { .. })
+    }
+
+    /// Windows opened, time attached (the current window up to now) and
+    /// drains cut at [`MAX_DRAIN`].
+    pub fn totals(&self) -> (u64, Duration, u64) {
+        let open = match self.phase {
+            Phase::Open { since, .. } | Phase::Draining { since, .. } => since.elapsed(),
+            Phase::Closed { .. } => Duration::ZERO,
+        };
+        (self.windows, self.observed + open, self.drain_cut)
+    }
+
+    fn finish(&mut self) {
+        let now = Instant::now();
+        match self.phase {
+            Phase::Open { since, .. } | Phase::Draining { since, .. } => {
+                self.observed += now - since;
+            }
+            Phase::Closed { .. } => {}
+        }
+    }
+}
+
 /// What the loop did, for the end-of-run summary.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunStats {
+    /// Sampling windows opened (0 without time sampling) and how long the
+    /// layer programs were attached in all; windows whose drain hit
+    /// [`MAX_DRAIN`] with bytes still on their way.
+    pub windows: u64,
+    pub observed: Duration,
+    pub drain_cut: u64,
+    pub elapsed: Duration,
     pub kernel: StackCounters,
     /// Program runs the kernel skipped (`StackProbe::kernel_skipped`).
     pub kernel_skipped: u64,
@@ -67,7 +229,7 @@ pub struct RunStats {
 
 /// What the loop hands out.
 pub enum Output {
-    Report(FlowReport),
+    Report(Box<FlowReport>),
     /// Timed anchors (only when the matcher keeps raw samples).
     Samples(Vec<RawSample>),
 }
@@ -110,16 +272,18 @@ pub fn run_with(
     let mut reports = 0u64;
     let mut emit = |r: FlowReport, out: &mut dyn FnMut(Output)| {
         reports += 1;
-        out(Output::Report(r));
+        out(Output::Report(Box::new(r)));
     };
     let mut last_advance = Instant::now();
     let mut last_gc = Instant::now();
+    matcher.window_opened(monotonic_ns());
+    let mut schedule = probe.windows.map(|w| Schedule::new(w, started));
     loop {
         let deadline_hit = duration.is_some_and(|d| started.elapsed() >= d);
         if stop.load(Ordering::Relaxed) || deadline_hit {
             break;
         }
-        let n = probe.drain(|ev| {
+        let n = probe.drain_some(DRAIN_BATCH, |ev| {
             matcher.on_event(ev);
             tap.event(ev);
         });
@@ -132,13 +296,28 @@ pub fn run_with(
             }
             last_advance = Instant::now();
         }
-        if last_gc.elapsed() >= GC_EVERY {
+        if last_gc.elapsed() >= GC_EVERY && schedule.as_ref().is_none_or(Schedule::is_closed) {
             probe.gc(monotonic_ns(), GC_AGE.as_nanos() as u64);
             last_gc = Instant::now();
         }
-        if n == 0 {
-            wait_readable(probe.fd(), 50);
+        let mut wait = Duration::from_millis(50);
+        if let Some(s) = schedule.as_mut() {
+            // Between windows nothing arrives but socket closes, which can
+            // wait: sleep through to the next window (a signal ends the
+            // poll early).
+            let next = s.step(probe, matcher);
+            wait = if s.is_closed() { next } else { wait.min(next) };
         }
+        if let Some(d) = duration {
+            wait = wait.min(d.saturating_sub(started.elapsed()));
+        }
+        if n == 0 {
+            // Round up: a 0 ms poll spins until the next transition.
+            wait_readable(probe.fd(), wait.as_micros().div_ceil(1000) as i32);
+        }
+    }
+    if let Some(s) = schedule.as_mut() {
+        s.finish();
     }
     // Late events of the last moments, then everything still open.
     probe.drain(|ev| {
@@ -151,7 +330,14 @@ pub fn run_with(
     if !raw.is_empty() {
         out(Output::Samples(raw));
     }
+    let (windows, observed, drain_cut) = schedule.map_or((0, started.elapsed(), 0), |s| {
+        (s.windows, s.observed, s.drain_cut)
+    });
     RunStats {
+        windows,
+        observed,
+        drain_cut,
+        elapsed: started.elapsed(),
         kernel: probe.counters(),
         kernel_skipped: probe.kernel_skipped(),
         matcher: matcher.counters(),

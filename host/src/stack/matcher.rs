@@ -187,6 +187,8 @@ struct FlowStats {
     negative: u64,
     /// Timed bytes left out by the time-based sampling.
     thinned: u64,
+    /// Timed bytes the observation's edges cut ([`FlowReport::edge`]).
+    edge: u64,
     /// First layer's time of the last byte counted.
     last_counted_ns: Option<u64>,
 }
@@ -194,6 +196,10 @@ struct FlowStats {
 #[derive(Debug)]
 struct Flow {
     unwrap: Unwrap,
+    /// A window opened since this flow's last event: the stream moved on
+    /// unwatched by an unknown amount (more than 2^31 bytes at 20 Gbit/s
+    /// in a second), so the next event starts a new stretch of positions.
+    resync: bool,
     tracks: Vec<Track>,
     /// Position → event time the anchor was created.
     anchors: BTreeMap<u64, u64>,
@@ -264,6 +270,12 @@ pub struct FlowReport {
     pub skipped: u64,
     /// Timed bytes left out by the time-based sampling.
     pub thinned: u64,
+    /// Timed bytes cut by the edges of the observation, not by the
+    /// network: already past the first layers when the probe (or a
+    /// sampling window) started, or let in after a window's entry closed.
+    /// Kept apart from `incomplete`, which means a layer really skipped
+    /// the byte.
+    pub edge: u64,
 }
 
 /// One timed anchor: the byte, and when each layer passed it.
@@ -307,6 +319,53 @@ pub struct Matcher {
     flows: HashMap<FlowKey, Flow>,
     counters: MatchCounters,
     raw: Vec<RawSample>,
+    edges: Edges,
+}
+
+/// When the current observation window opened and its entry closed
+/// (monotonic ns, the events' clock): what tells an anchor cut by the
+/// window from one a layer skipped.
+#[derive(Clone, Copy, Debug, Default)]
+struct Edges {
+    opened_ns: Option<u64>,
+    closing_ns: Option<u64>,
+    /// The previous window's entry closing: what came up between it and
+    /// this window's opening was let in unwatched.
+    prev_closing_ns: Option<u64>,
+    /// Everything detached (the drain ended).
+    closed: bool,
+}
+
+impl Edges {
+    /// `missing`: per expected track in stream order, whether it has no
+    /// time for the anchor. Cut at the start: only a prefix is missing
+    /// (the byte had passed those layers before they were watched) and
+    /// the anchor came up within the hold after the opening. Cut at the
+    /// end: the anchor came up after the entry closed, or only a suffix
+    /// is missing once everything was detached (the drain gave up on it).
+    fn cut(&self, created: u64, missing: &[bool], hold_ns: u64) -> bool {
+        if self.closing_ns.is_some_and(|c| created >= c) {
+            return true;
+        }
+        if let (Some(c), Some(o)) = (self.prev_closing_ns, self.opened_ns)
+            && created >= c
+            && created < o
+        {
+            return true;
+        }
+        let last_seen = missing.iter().rposition(|m| !m);
+        let suffix = last_seen.is_some_and(|i| i + 1 < missing.len())
+            && missing[..=last_seen.unwrap_or(0)].iter().all(|m| !m);
+        if self.closed && suffix {
+            return true;
+        }
+        let Some(open) = self.opened_ns else {
+            return false;
+        };
+        let first_seen = missing.iter().position(|m| !m).unwrap_or(missing.len());
+        let prefix = first_seen > 0 && missing[first_seen..].iter().all(|m| !m);
+        prefix && created >= open && created - open <= hold_ns
+    }
 }
 
 impl Matcher {
@@ -316,6 +375,63 @@ impl Matcher {
             flows: HashMap::new(),
             counters: MatchCounters::default(),
             raw: Vec::new(),
+            edges: Edges::default(),
+        }
+    }
+
+    /// Observation (re)started at `now_ns`: the probe attached, or a
+    /// sampling window opened. Bytes already past the first layers then
+    /// are counted as `edge`, not `incomplete`.
+    pub fn window_opened(&mut self, now_ns: u64) {
+        // What the last window left waiting is settled under its own
+        // edges, and its observations are dropped: positions after the
+        // gap are a new stretch.
+        let cfg = &self.cfg;
+        for (key, flow) in self.flows.iter_mut() {
+            resolve(key, flow, cfg, self.edges, now_ns, true, &mut self.raw);
+            for t in &mut flow.tracks {
+                t.obs.clear();
+            }
+            flow.resync = true;
+        }
+        self.edges = Edges {
+            opened_ns: Some(now_ns),
+            closing_ns: None,
+            prev_closing_ns: self.edges.closing_ns,
+            closed: false,
+        };
+    }
+
+    /// The window's drain ended: every layer program is detached.
+    pub fn window_closed(&mut self) {
+        self.edges.closed = true;
+    }
+
+    /// The window's entry closed at `now_ns`: anchors that come up after
+    /// it are cut by the window.
+    pub fn window_closing(&mut self, now_ns: u64) {
+        self.edges.closing_ns = Some(now_ns);
+    }
+
+    /// Whether an anchor that came up before `ns` still waits for a layer
+    /// that has it to come (a window keeps the lower layers attached
+    /// until none does).
+    pub fn pending_before(&self, ns: u64) -> bool {
+        self.flows.values().any(|flow| {
+            let tracks = expected(flow);
+            flow.anchors.iter().any(|(&pos, &created)| {
+                created < ns && !tracks.iter().all(|&i| flow.tracks[i].highest > pos)
+            })
+        })
+    }
+
+    /// Resolves what the layers have all passed (no reports): the drain
+    /// of a closing window.
+    pub fn settle(&mut self, now_ns: u64) {
+        let cfg = &self.cfg;
+        let edges = self.edges;
+        for (key, flow) in self.flows.iter_mut() {
+            resolve(key, flow, cfg, edges, now_ns, false, &mut self.raw);
         }
     }
 
@@ -360,6 +476,7 @@ impl Matcher {
             counters.flows += 1;
             Flow {
                 unwrap: Unwrap::new(ev.seq),
+                resync: false,
                 tracks: Vec::new(),
                 anchors: BTreeMap::new(),
                 first_ns: ev.ts_ns,
@@ -373,6 +490,14 @@ impl Matcher {
         });
         flow.first_ns = flow.first_ns.min(ev.ts_ns);
         flow.last_ns = flow.last_ns.max(ev.ts_ns);
+        if flow.resync {
+            flow.resync = false;
+            let top = flow.tracks.iter().map(|t| t.highest).max().unwrap_or(0);
+            flow.unwrap = Unwrap {
+                seq: ev.seq,
+                pos: top.max(flow.unwrap.pos) + (1 << 32),
+            };
+        }
         let b0 = flow.unwrap.pos(ev.seq);
         let len = u64::from(ev.end.wrapping_sub(ev.seq));
         if len == 0 || len > 1 << 30 {
@@ -418,7 +543,12 @@ impl Matcher {
             counters.obs_trimmed += 1;
         }
 
-        // Anchors this observation brings.
+        // Anchors this observation brings; none once a window's entry has
+        // closed: those bytes were let in unwatched (the observation
+        // still moves the track, for the anchors already waiting).
+        if self.edges.closing_ns.is_some_and(|c| ev.ts_ns >= c) {
+            return;
+        }
         let n = cfg.sample_bytes;
         if n > 1 {
             let first_seq = ev.seq.wrapping_add((b - b0) as u32);
@@ -447,14 +577,14 @@ impl Matcher {
         let raw = &mut self.raw;
         let mut gone = Vec::new();
         for (key, flow) in self.flows.iter_mut() {
-            resolve(key, flow, cfg, now_ns, false, raw);
+            resolve(key, flow, cfg, self.edges, now_ns, false, raw);
             trim(flow, cfg, now_ns);
             let ended = flow
                 .closed_ns
                 .is_some_and(|c| now_ns.saturating_sub(c) > cfg.hold_ns);
             let idle = now_ns.saturating_sub(flow.last_ns) > cfg.idle_ns;
             if ended || idle {
-                resolve(key, flow, cfg, now_ns, true, raw);
+                resolve(key, flow, cfg, self.edges, now_ns, true, raw);
                 let reason = if ended {
                     EndReason::End
                 } else {
@@ -486,7 +616,7 @@ impl Matcher {
         keys.sort();
         for k in keys {
             if let Some(mut flow) = self.flows.remove(&k) {
-                resolve(&k, &mut flow, cfg, now_ns, true, &mut self.raw);
+                resolve(&k, &mut flow, cfg, self.edges, now_ns, true, &mut self.raw);
                 if in_scope(&flow, cfg) {
                     out(report(&k, &flow, EndReason::Forced));
                 }
@@ -541,6 +671,7 @@ fn resolve(
     key: &FlowKey,
     flow: &mut Flow,
     cfg: &MatcherConfig,
+    edges: Edges,
     now_ns: u64,
     force: bool,
     raw: &mut Vec<RawSample>,
@@ -554,6 +685,7 @@ fn resolve(
         .iter()
         .all(|l| tracks.iter().any(|&i| flow.tracks[i].layer == *l));
     let mut times: Vec<(Layer, u64)> = Vec::with_capacity(tracks.len());
+    let mut gaps: Vec<bool> = Vec::with_capacity(tracks.len());
     while let Some((&pos, &created)) = flow.anchors.first_key_value() {
         let passed = tracks.iter().all(|&i| flow.tracks[i].highest > pos);
         let old = now_ns.saturating_sub(created) > cfg.hold_ns;
@@ -564,15 +696,23 @@ fn resolve(
         }
         flow.anchors.pop_first();
         times.clear();
-        let mut missing = !passed;
+        gaps.clear();
         for &i in &tracks {
             match flow.tracks[i].time_of(pos) {
-                Some(t) => times.push((flow.tracks[i].layer, t)),
-                None => missing = true,
+                Some(t) => {
+                    times.push((flow.tracks[i].layer, t));
+                    gaps.push(false);
+                }
+                None => gaps.push(true),
             }
         }
+        let missing = !passed || gaps.iter().any(|&g| g);
         if missing || times.len() < 2 {
-            flow.stats.incomplete += 1;
+            if edges.cut(created, &gaps, cfg.hold_ns) {
+                flow.stats.edge += 1;
+            } else {
+                flow.stats.incomplete += 1;
+            }
             continue;
         }
         let t0 = times[0].1;
@@ -676,6 +816,7 @@ fn report(key: &FlowKey, flow: &Flow, reason: EndReason) -> FlowReport {
         incomplete: flow.stats.incomplete,
         skipped: flow.skipped,
         thinned: flow.stats.thinned,
+        edge: flow.stats.edge,
     }
 }
 

@@ -117,6 +117,8 @@ struct JsonReport<'a> {
     t8: Option<&'a Summary>,
     complete: u64,
     incomplete: u64,
+    /// Cut by the observation's edges (`FlowReport::edge`).
+    edge: u64,
     skipped: u64,
 }
 
@@ -156,6 +158,7 @@ pub fn to_json(r: &FlowReport, clock: &WallClock, comms: &mut Comms) -> serde_js
         t8: r.t8.as_ref(),
         complete: r.complete,
         incomplete: r.incomplete,
+        edge: r.edge,
         skipped: r.skipped,
     };
     serde_json::to_value(j).unwrap_or_default()

@@ -393,3 +393,112 @@ fn a_process_scope_reports_only_flows_whose_sockets_it_saw() {
     pass_all(&mut m, 0, 1000, 1, [0, 1, 2, 3, 4, 5, 6, 7]);
     assert_eq!(finish(&mut m, 10_000_000).len(), 1);
 }
+
+/// Only the layers from `from` (a layer code) on see this write: the
+/// earlier ones had passed it before they were watched.
+fn pass_from(m: &mut Matcher, from: u8, seq: u32, len: u32, t0: u64) {
+    for l in [
+        code::TCP_TX,
+        code::IP_TX,
+        code::DEV_TX,
+        code::DEV_RX,
+        code::IP_RX,
+        code::TCP_RX,
+        code::SOCK_RX,
+    ] {
+        if l >= from {
+            let ns = if l <= code::DEV_TX { SNS } else { RNS };
+            m.on_event(&ev(l, seq, len, t0 + u64::from(l), ns));
+        }
+    }
+}
+
+#[test]
+fn bytes_in_flight_when_a_window_opens_are_edge_not_incomplete() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    m.window_opened(100_000 * 1000);
+    // Two writes already past the socket and TCP layers at the opening.
+    pass_from(&mut m, code::IP_TX, 1000, 1448, 100_010);
+    pass_from(&mut m, code::IP_TX, 2448, 1448, 100_020);
+    let offs = [0, 3, 10, 14, 20, 26, 31, 40];
+    for i in 0..5u32 {
+        pass_all(
+            &mut m,
+            3896 + i * 1448,
+            1448,
+            101_000 + u64::from(i) * 100,
+            offs,
+        );
+    }
+    let r = finish(&mut m, 10_000_000);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].complete, r[0].incomplete, r[0].edge), (5, 0, 2));
+    // The same two writes long after the opening: a layer really skipped
+    // them, which is what `incomplete` says.
+    let mut m = Matcher::new(MatcherConfig::default());
+    m.window_opened(0);
+    pass_from(&mut m, code::IP_TX, 1000, 1448, 1_000_000);
+    pass_from(&mut m, code::IP_TX, 2448, 1448, 1_000_010);
+    pass_all(&mut m, 3896, 1448, 1_001_000, offs);
+    let r = finish(&mut m, 10_000_000);
+    assert_eq!((r[0].complete, r[0].incomplete, r[0].edge), (1, 2, 0));
+}
+
+#[test]
+fn a_closing_window_finishes_what_it_let_in_and_times_nothing_after() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    m.window_opened(0);
+    let offs = [0, 3, 10, 14, 20, 26, 31, 40];
+    pass_all(&mut m, 1000, 1448, 500, offs);
+    // A write let in before the entry closes (its socket-layer send is
+    // reported when the call returns: last); the lower layers see it
+    // after the closing.
+    for l in [code::TCP_TX, code::SOCK_TX] {
+        m.on_event(&ev(l, 2448, 1448, 1000 + offs[usize::from(l - 1)], SNS));
+    }
+    m.window_closing(1050 * 1000);
+    m.settle(1050 * 1000);
+    assert!(
+        m.pending_before(1050 * 1000),
+        "its receiver side is still to come"
+    );
+    pass_from(&mut m, code::IP_TX, 2448, 1448, 1_100);
+    // Bytes sent after the closing: the lower layers still run (the drain)
+    // but bring no anchors of their own.
+    pass_from(&mut m, code::TCP_TX, 3896, 1448, 1_200);
+    m.settle(1300 * 1000);
+    assert!(!m.pending_before(1050 * 1000));
+    m.window_closed();
+    let r = finish(&mut m, 10_000_000);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].complete, r[0].incomplete, r[0].edge), (2, 0, 0));
+    assert_eq!(r[0].t8.unwrap().samples, 2);
+}
+
+#[test]
+fn a_window_after_a_gap_of_more_than_2_gib_still_matches() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    let offs = [0, 3, 10, 14, 20, 26, 31, 40];
+    m.window_opened(0);
+    pass_all(&mut m, 1000, 1448, 1000, offs);
+    m.window_closing(2000 * 1000);
+    m.window_closed();
+    // Three GiB later (a fast flow, unwatched for a second): read as a
+    // 32-bit difference this is a step back, which the tracks would
+    // skip as a retransmission.
+    let seq = 1000u32.wrapping_add(3 << 30);
+    m.window_opened(1_000_000 * 1000);
+    for i in 0..3u32 {
+        pass_all(
+            &mut m,
+            seq.wrapping_add(i * 1448),
+            1448,
+            1_000_100 + u64::from(i) * 100,
+            offs,
+        );
+    }
+    let r = finish(&mut m, 10_000_000);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].complete, r[0].incomplete, r[0].skipped), (4, 0, 0));
+    assert_eq!(seg(&r[0], "T4").max_us, 6.0);
+}

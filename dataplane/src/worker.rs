@@ -78,7 +78,7 @@ impl Worker {
     /// Counts the frame and parses it, or counts why it is not used. A
     /// capture time outside `[Timestamp::ZERO, Timestamp::MAX]` is a drop:
     /// no flow or metric ever sees it (see `time.rs`).
-    #[inline]
+    #[inline(always)]
     fn parse_counted<'a>(
         &mut self,
         link: Option<LinkType>,
@@ -120,20 +120,32 @@ impl Worker {
     /// result as calling [`on_frame`](Self::on_frame) for each.
     pub fn on_batch(&mut self, frames: &[Frame<'_>], out: &mut impl FnMut(FlowRecord)) {
         for chunk in frames.chunks(BATCH) {
-            let mut ready: [Option<(PacketMeta<'_>, Prepared)>; BATCH] = [None; BATCH];
-            for (slot, f) in ready.iter_mut().zip(chunk) {
-                *slot = self
-                    .parse_counted(f.link, f.data, f.wire_len, f.ts)
-                    .map(|meta| (meta, self.table.key_of(&meta)));
+            // The parsed packets and their keys in arrays of their own, each
+            // written where it stays (a slot of (packet, key) pairs was
+            // built and then moved into place: ~75 instructions a packet of
+            // copying). Keys are hashed in the parsing pass and looked up in
+            // a pass of their own: a lookup pass that also hashed kept fewer
+            // lookups in flight (13 % more CPU for 4 % fewer instructions).
+            let mut metas: [Option<PacketMeta<'_>>; BATCH] = [None; BATCH];
+            let mut preps = [Prepared::NONE; BATCH];
+            for ((slot, prep), f) in metas.iter_mut().zip(preps.iter_mut()).zip(chunk) {
+                *slot = self.parse_counted(f.link, f.data, f.wire_len, f.ts);
+                if let Some(meta) = slot {
+                    *prep = self.table.key_of(meta);
+                }
             }
-            for (meta, prep) in ready.iter_mut().flatten() {
-                self.table.find_candidate(meta, prep);
+            for (prep, meta) in preps.iter_mut().zip(&metas) {
+                if let Some(meta) = meta {
+                    self.table.find_candidate(meta, prep);
+                }
             }
-            for (meta, prep) in ready.iter().flatten() {
-                self.table.prefetch_side(meta, prep);
+            for (prep, meta) in preps.iter().zip(&metas) {
+                if let Some(meta) = meta {
+                    self.table.prefetch_side(meta, prep);
+                }
             }
-            for (slot, f) in ready.iter().zip(chunk) {
-                if let Some((meta, prep)) = slot {
+            for ((prep, meta), f) in preps.iter().zip(&metas).zip(chunk) {
+                if let Some(meta) = meta {
                     self.table.process_prepared(meta, prep, f.ts, out);
                 }
             }

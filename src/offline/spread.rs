@@ -35,6 +35,14 @@
 //!   differ (every packet and byte still lands in the same flow and
 //!   direction). With the default timeouts (30 s idle, 300 s active) the
 //!   corpus gives identical records; `tests/pcap_workers.rs` checks both;
+//! - at the end of the input, whether a flow idle past its timeout says
+//!   `idle` or `forced`: idle expiry is lazy (a record leaves between 1×
+//!   and 2× the idle timeout after its last packet,
+//!   `dataplane/src/flow/table/expiry.rs`), and when a table looks depends
+//!   on the other flows it holds, so a flow one table had not yet swept
+//!   when the file ended (`forced`) may have been swept on its worker
+//!   (`idle`), or the other way round. Its packets, bytes and times are
+//!   the same either way;
 //! - frames of an IP flow that the parser then refuses (a truncated header)
 //!   move a worker's clock here but not one table's, the clock being the
 //!   reader's: the same kind of difference at a timeout boundary;

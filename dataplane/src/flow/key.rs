@@ -76,6 +76,19 @@ pub struct FlowKey {
 
 const _: () = assert!(size_of::<FlowKey>() == 40);
 
+impl FlowKey {
+    /// A placeholder (the all-zero key) for arrays filled as they are used.
+    pub(crate) const ZERO: FlowKey = FlowKey {
+        lo_addr: Addr { hi: 0, lo: 0 },
+        hi_addr: Addr { hi: 0, lo: 0 },
+        lo_port: 0,
+        hi_port: 0,
+        proto: 0,
+        bits: 0,
+        vlan_id: 0,
+    };
+}
+
 /// Which endpoint of a [`FlowKey`] a packet came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {

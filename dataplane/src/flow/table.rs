@@ -94,6 +94,17 @@ pub struct Prepared {
     candidate: Option<u32>,
 }
 
+impl Prepared {
+    /// A placeholder for a batch's slots whose frame did not parse (never
+    /// looked up or processed).
+    pub const NONE: Prepared = Prepared {
+        key: FlowKey::ZERO,
+        side: Side::Lo,
+        hash: 0,
+        candidate: None,
+    };
+}
+
 /// Hints the CPU to fetch `bytes` from `p` into cache. Never faults: a
 /// prefetch of any address is architecturally a no-op if it is invalid.
 #[inline(always)]
@@ -389,18 +400,22 @@ impl FlowTable {
         self.stats.packets += 1;
         self.stats.bytes += u64::from(pkt.ip_len);
 
+        // The key is borrowed from `prep` where it can be: copying its
+        // 40 bytes and the rest out of it cost ~16 instructions a packet.
+        let later;
         let (key, side, hash, candidate) = match pkt.fragment {
-            Fragment::None => (prep.key, prep.side, prep.hash, prep.candidate),
+            Fragment::None => (&prep.key, prep.side, prep.hash, prep.candidate),
             Fragment::First { id } => {
                 self.frags
                     .first(FragKey::of(pkt, id), (pkt.src_port, pkt.dst_port), now);
-                (prep.key, prep.side, prep.hash, None)
+                (&prep.key, prep.side, prep.hash, None)
             }
             Fragment::Later { id, more, .. } => {
                 let (sport, dport) = self.frags.later(FragKey::of(pkt, id), more, now);
-                let (key, side) =
+                let side;
+                (later, side) =
                     FlowKey::canonical(pkt.src, sport, pkt.dst, dport, pkt.proto, pkt.vlan);
-                (key, side, self.hasher.hash_one(key), None)
+                (&later, side, self.hasher.hash_one(later), None)
             }
         };
 
@@ -410,11 +425,11 @@ impl FlowTable {
             self.slab
                 .flows
                 .get(i as usize)
-                .is_some_and(|f| f.live() && f.key == key)
+                .is_some_and(|f| f.live() && f.key == *key)
         });
         let mut idx = match confirmed {
             Some(i) => Some(i),
-            None => self.lookup(&key, hash),
+            None => self.lookup(key, hash),
         };
         if let Some(i) = idx {
             let f = &self.slab.flows[i as usize];
@@ -431,7 +446,7 @@ impl FlowTable {
         }
         let i = match idx {
             Some(i) => i,
-            None => self.insert(key, hash, side, pkt, ts, out),
+            None => self.insert(*key, hash, side, pkt, ts, out),
         };
 
         let f = &mut self.slab.flows[i as usize];

@@ -125,6 +125,7 @@ impl<'a> L3<'a> {
 /// Parses one frame of `link` framing. `wire_len` is the frame's length on
 /// the wire (pcap `orig_len`; the frame length for live capture); it only
 /// matters for TSO/GSO frames whose IP length field is 0.
+#[inline(always)]
 pub fn parse(link: LinkType, frame: &[u8], wire_len: u32) -> Result<PacketMeta<'_>, DropReason> {
     let l3 = link_layer(link, frame)?;
     // `l3.ip` is a suffix of `frame`, so this is the link header's length.

@@ -231,36 +231,42 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
     /// [`next_batch`](Self::next_batch) to report).
     fn read_some(&mut self) -> bool {
         let room = CAPACITY.saturating_sub(self.held.len()).min(READ_BATCH);
-        let mut got = [Held::default(); READ_BATCH];
-        let n = {
-            let mut batch = [Frame::default(); READ_BATCH];
-            let base = self.reader.bytes().as_ptr() as usize;
-            let total = self.reader.bytes().len();
-            let Ok(n) = self.reader.next_batch(&mut batch[..room]) else {
-                return false;
+        let mut n = 0;
+        while n < room {
+            // Each record goes from the file straight into its place: a
+            // batch of frames converted afterwards cost two more copies
+            // of every packet's fields.
+            let h = {
+                let base = self.reader.bytes().as_ptr() as usize;
+                let total = self.reader.bytes().len();
+                match self.reader.next_packet() {
+                    Ok(Some(p)) => {
+                        // The packet's bytes are a part of the reader's
+                        // buffer (it hands out views into it, never
+                        // copies): keep their place.
+                        let start = (p.data.as_ptr() as usize).wrapping_sub(base);
+                        let end = start.wrapping_add(p.data.len());
+                        Held {
+                            ts: p.ts,
+                            link: p.link,
+                            linktype: p.linktype,
+                            wire_len: p.wire_len,
+                            interface: p.interface,
+                            bytes: if start <= end && end <= total {
+                                (start, end)
+                            } else {
+                                (0, 0)
+                            },
+                        }
+                    }
+                    // The end, or an error after the packets read before
+                    // it: those go in, and the next call reports it (the
+                    // reader stays on the faulty record).
+                    Ok(None) | Err(_) => break,
+                }
             };
-            for (h, p) in got.iter_mut().zip(&batch[..n]) {
-                // The packet's bytes are a part of the reader's buffer (it
-                // hands out views into it, never copies): keep their place.
-                let start = (p.data.as_ptr() as usize).wrapping_sub(base);
-                let end = start.wrapping_add(p.data.len());
-                *h = Held {
-                    ts: p.ts,
-                    link: p.link,
-                    linktype: p.linktype,
-                    wire_len: p.wire_len,
-                    interface: p.interface,
-                    bytes: if start <= end && end <= total {
-                        (start, end)
-                    } else {
-                        (0, 0)
-                    },
-                };
-            }
-            n
-        };
-        for h in &got[..n] {
-            self.insert(*h);
+            self.insert(h);
+            n += 1;
         }
         n > 0
     }

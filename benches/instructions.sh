@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Exact per-packet cost of `xdprobe pcap`, by stage, beside tcpdump's: user
+# space instructions counted by valgrind's cachegrind on the first PACKETS
+# packets of a capture. CPU time on a shared virtual machine spreads by
+# ±10 % between runs of the same binary; instruction counts repeat to
+# within 0.01 %, so they decide small changes, and CPU time (benches/
+# compare.sh) says what they are worth.
+#
+# usage: benches/instructions.sh [--packets N] [--cache] [--no-build]
+#                                [--bin BIN] [FILE]
+#   FILE       capture (default $XDPROBE_BENCH_PCAP or /tmp/bench.pcap;
+#              generated with mkbench.py --flows 400000 --concurrent 50000
+#              --seed 7 when missing)
+#   --packets  how many packets from the start of FILE (default 1000000)
+#   --cache    also simulate the caches (a 32 KiB L1d and a 2 MiB L2, as
+#              on the machine the figures in BENCHMARKS.md come from) and
+#              report L2 misses per packet. cachegrind models neither
+#              software prefetch nor the hardware prefetcher, so these are
+#              the lines the path touches that such a cache does not hold,
+#              not stalls. About 3x slower.
+#   --bin BIN  an xdprobe binary to count instead of building one (e.g.
+#              from another commit, for a before/after figure); stages need
+#              its line tables (profile `profiling`)
+#   env        MKBENCH (path of mkbench.py), CARGO_TARGET_DIR
+#
+# Rows: tcpdump -r CUT -w /dev/null (-Z root: it keeps its privileges, so
+# cachegrind can write its counts into the private temp dir); xdprobe pcap
+# CUT --format none with NPM on and one worker, NPM off, and two workers
+# (both threads' instructions: the split's own cost). Stages are the source
+# files the instructions come from (inlined code counts where it was
+# written): read = source/ (records, time order), parse = parse/, flow =
+# flow/ with hashbrown and foldhash, metrics = metrics/, worker = worker.rs
+# (the batch), split = offline/ and live/steer.rs (steering, rings), std =
+# inlined core/std helpers, other = everything else (start-up, output).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+MKBENCH=${MKBENCH:-/work/shared/tools/mkbench.py}
+PACKETS=1000000
+CACHE=0
+BUILD=1
+BIN=""
+FILE=${XDPROBE_BENCH_PCAP:-/tmp/bench.pcap}
+while [ $# -gt 0 ]; do
+    case $1 in
+        --packets) PACKETS=$2; shift 2 ;;
+        --cache) CACHE=1; shift ;;
+        --no-build) BUILD=0; shift ;;
+        --bin) BIN=$2; BUILD=0; shift 2 ;;
+        -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+        -*) echo "unknown option $1" >&2; exit 2 ;;
+        *) FILE=$1; shift ;;
+    esac
+done
+for t in valgrind cg_annotate tcpdump python3; do
+    command -v "$t" >/dev/null || { echo "instructions.sh: $t not found" >&2; exit 1; }
+done
+
+if [ "$BUILD" = 1 ]; then
+    (cd "$ROOT" && cargo build --profile profiling -p xdprobe --bin xdprobe)
+fi
+XDP=${BIN:-$TARGET/profiling/xdprobe}
+[ -x "$XDP" ] || { echo "instructions.sh: $XDP missing (run without --no-build)" >&2; exit 1; }
+if [ ! -f "$FILE" ]; then
+    case $(realpath -m "$FILE") in
+        /work/shared/*) echo "instructions.sh: refusing to write $FILE into shared/" >&2; exit 1 ;;
+    esac
+    python3 "$MKBENCH" "$FILE.part" --flows 400000 --concurrent 50000 --seed 7 >&2
+    mv "$FILE.part" "$FILE"
+fi
+
+WORK=$(mktemp -d /tmp/xdprobe-instructions.XXXXXX)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT
+CUT=$WORK/cut.pcap
+tcpdump -Z root -r "$FILE" -c "$PACKETS" -w "$CUT" 2>/dev/null
+N=$(tcpdump -r "$CUT" -qn 2>/dev/null | wc -l)
+[ "$N" -gt 0 ] || { echo "instructions.sh: no packets in $FILE" >&2; exit 1; }
+
+SIM=(--cache-sim=no)
+[ "$CACHE" = 1 ] && SIM=(--cache-sim=yes --D1=32768,8,64 --LL=2097152,16,64)
+count() { # NAME CMD...
+    local name=$1; shift
+    valgrind --tool=cachegrind "${SIM[@]}" --cachegrind-out-file="$WORK/$name.cg" \
+        "$@" >/dev/null 2>"$WORK/$name.log" || {
+        echo "instructions.sh: $name failed:" >&2; tail -5 "$WORK/$name.log" >&2; exit 1; }
+    cg_annotate --auto=no --show-percs=no "$WORK/$name.cg" >"$WORK/$name.txt" 2>/dev/null
+}
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); $N packets from $FILE; $("$XDP" --version 2>/dev/null || echo xdprobe)"
+count tcpdump tcpdump -Z root -r "$CUT" -w /dev/null
+count npm_on "$XDP" pcap "$CUT" --format none --workers 1
+count npm_off "$XDP" pcap "$CUT" --format none --workers 1 --no-npm
+count workers2 "$XDP" pcap "$CUT" --format none --workers 2
+
+python3 - "$WORK" "$N" "$CACHE" <<'EOF'
+import re, sys
+work, n, cache = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+STAGES = ["read", "parse", "flow", "metrics", "worker", "split", "std", "other"]
+
+def stage(path):
+    for key, name in (("/src/source/", "read"), ("/src/parse/", "parse"),
+                      ("/src/flow/", "flow"), ("hashbrown", "flow"), ("foldhash", "flow"),
+                      ("/src/metrics/", "metrics"), ("/src/worker.rs", "worker"),
+                      ("/src/offline/", "split"), ("/src/live/steer.rs", "split"),
+                      ("/rustc/", "std")):
+        if key in path:
+            return name
+    return "other"
+
+def load(name):
+    total, l2, by = 0, 0, dict.fromkeys(STAGES, 0)
+    for line in open(f"{work}/{name}.txt"):
+        m = re.match(r"^\s*([\d,]+)((?:\s+[\d,.]+)*)\s+(\S.*)$", line)
+        if not m:
+            continue
+        nums = [int(x.replace(",", "")) for x in ([m[1]] + m[2].split())]
+        if m[3].startswith("PROGRAM TOTALS"):
+            total = nums[0]
+            if cache and len(nums) >= 9:
+                l2 = nums[5] + nums[8]
+            continue
+        if ":" in m[3] and not m[3].startswith("("):
+            by[stage(m[3].split(":")[0])] += nums[0]
+    return total, l2, by
+
+rows = [("tcpdump -r CUT -w /dev/null", "tcpdump"),
+        ("xdprobe, NPM on, 1 worker", "npm_on"),
+        ("xdprobe, NPM off, 1 worker", "npm_off"),
+        ("xdprobe, NPM on, 2 workers (both threads)", "workers2")]
+base = load("tcpdump")[0]
+head = "| run | instructions / packet | vs tcpdump |" + (" L2 misses / packet |" if cache else "")
+print(head)
+print("|---|---:|---:|" + ("---:|" if cache else ""))
+data = {}
+for label, name in rows:
+    total, l2, by = load(name)
+    data[name] = by
+    cells = f"| {label} | {total / n:,.0f} | {total / base:.2f}x |"
+    if cache:
+        cells += f" {l2 / n:.1f} |"
+    print(cells)
+print()
+print("| stage (instructions / packet) | " + " | ".join(STAGES) + " |")
+print("|---|" + "---:|" * len(STAGES))
+for label, name in rows[1:]:
+    by = data[name]
+    print(f"| {label} | " + " | ".join(f"{by[s] / n:,.0f}" for s in STAGES) + " |")
+EOF
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

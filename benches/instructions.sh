@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
         --cache) CACHE=1; shift ;;
         --no-build) BUILD=0; shift ;;
         --bin) BIN=$2; BUILD=0; shift 2 ;;
-        -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
         -*) echo "unknown option $1" >&2; exit 2 ;;
         *) FILE=$1; shift ;;
     esac

@@ -288,3 +288,40 @@ fn open_reports_missing_and_empty_files() {
     assert!(r.next_packet().unwrap().is_none());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A file of several page-in chunks, opened shared (its pages mapped by a
+/// thread of their own while it is read), gives every packet with the
+/// same bytes as the same file read from memory; an empty one is still
+/// `Empty`.
+#[test]
+fn shared_open_of_a_file_larger_than_a_page_in_chunk_reads_every_packet() {
+    let dir = std::env::temp_dir().join(format!("xdprobe-pcap-shared-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut buf = tu::pcap_header(Order::Le, false, 65535, 1);
+    let mut n = 0u32;
+    while buf.len() < 2 * PAGE_IN_CHUNK + 12_345 {
+        let f = tu::frame(n as u8, 1000 + (n as usize % 500));
+        buf.extend(tu::pcap_record(Order::Le, n, 0, &f, f.len() as u32));
+        n += 1;
+    }
+    let file = dir.join("big.pcap");
+    std::fs::write(&file, &buf).unwrap();
+    let mut r = PcapReader::open_shared(&file).unwrap();
+    let mut got = Vec::new();
+    while let Some(p) = r.next_packet().unwrap() {
+        got.push((p.ts, p.data.to_vec()));
+    }
+    let mut mem = PcapReader::from_bytes(&buf[..]).unwrap();
+    let mut want = Vec::new();
+    while let Some(p) = mem.next_packet().unwrap() {
+        want.push((p.ts, p.data.to_vec()));
+    }
+    assert_eq!(got.len(), n as usize);
+    assert!(got == want, "the shared map read other bytes than memory");
+
+    let empty = dir.join("empty.pcap");
+    std::fs::write(&empty, b"").unwrap();
+    let e = PcapReader::open_shared(&empty).err().unwrap();
+    assert!(matches!(e, PcapError::Empty), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

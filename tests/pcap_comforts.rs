@@ -183,7 +183,7 @@ fn filter_keeps_what_tcpdump_keeps() {
         let (got, rc, stderr) = records(file, &["--filter", expr, "--workers", "1"]);
         assert_eq!(rc, 0, "{what}: {stderr}");
         assert_eq!(got, want, "{what}: records differ from tcpdump's selection");
-        // Several workers: the reader thread filters before it steers.
+        // Several workers: the worker reading filters before it steers.
         let (got2, rc, stderr2) = records(file, &["--filter", expr, "--workers", "2"]);
         assert_eq!((rc, &got2), (0, &got), "{what} on 2 workers: {stderr2}");
         assert_eq!(

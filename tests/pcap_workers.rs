@@ -373,3 +373,82 @@ fn a_worker_without_packets_still_ends_its_flows_on_packet_time() {
         "only flows that ended in the first 100 s came out"
     );
 }
+
+/// A stream of large frames fills a worker's ring within one chunk of
+/// reading (a slot's arena holds six 40 kB frames): the worker reading
+/// must account its own batches to make room instead of waiting for
+/// itself. Every worker owns a flow of large frames, so whichever reads
+/// is in that case. Same records as one worker, within a deadline.
+#[test]
+fn a_stream_of_large_frames_does_not_stall_the_worker_reading_it() {
+    use xdprobe::live::steer::owner;
+    let big = |host: u8| {
+        let mut f = udp([192, 0, 2, host], 4000, [198, 51, 100, 7], 9);
+        f.resize(40_000, 0xab);
+        let ip_len = (f.len() - 14) as u16;
+        f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+        f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+        f
+    };
+    let dir = TempDir::new("pcap-workers-big");
+    for workers in [2usize, 3] {
+        // One flow of large frames per worker, frames interleaved.
+        let mut flows: Vec<Vec<u8>> = Vec::new();
+        for host in 1..=255u8 {
+            let f = big(host);
+            let o = owner(&f, workers).expect("placeable");
+            if flows.iter().all(|g| owner(g, workers) != Some(o)) {
+                flows.push(f);
+            }
+        }
+        assert_eq!(flows.len(), workers);
+        let t0 = 1_700_000_000_000_000u64;
+        let frames: Vec<(u64, Vec<u8>)> = (0..600u64)
+            .map(|i| (t0 + i * 100, flows[i as usize % workers].clone()))
+            .collect();
+        let file = dir.0.join(format!("big{workers}.pcap"));
+        write_pcap(&file, &frames);
+        let one = sorted_lines(&file, &["--workers", "1"]);
+        assert_eq!(one.len(), workers, "a record per flow: {one:?}");
+        let mut child = xdprobe()
+            .args([
+                "pcap",
+                "-",
+                "--format",
+                "json",
+                "--workers",
+                &workers.to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run xdprobe");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let bytes = std::fs::read(&file).expect("read capture");
+        let feeder = std::thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while child.try_wait().expect("wait").is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("xdprobe pcap - --workers {workers} stalled on large frames");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        feeder.join().expect("feeder");
+        let out = child.wait_with_output().expect("output");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut many: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        many.sort();
+        assert_eq!(one, many, "{workers} workers");
+    }
+}

@@ -34,7 +34,7 @@ pub fn symmetric_hash_of(link: LinkType, frame: &[u8]) -> Option<u64> {
     let (a, b) = ip_addrs(link, frame)?;
     let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
     // Word by word, not byte by byte (FNV over the 8 or 32 bytes was a
-    // tenth of the reader thread's instructions with `--workers 2`), then
+    // tenth of the reading's instructions with `--workers 2`), then
     // a full-avalanche finaliser so `% workers` sees well-mixed low bits.
     let h = fold(lo).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29) ^ fold(hi);
     Some(fmix64(h))

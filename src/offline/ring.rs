@@ -2,7 +2,10 @@
 //! a capture file fills a slot in place with up to [`FRAMES`] frame
 //! references and publishes it with one Release store; the worker reads the
 //! whole batch and gives the slot back with one Release store. Per frame
-//! there is no atomic operation, no lock and no allocation.
+//! there is no atomic operation, no lock and no allocation. The producer
+//! end moves between threads (the workers take turns at reading, under a
+//! lock, `spread`): the lock orders one holder's use of it before the
+//! next's, so it still has one user at a time.
 //!
 //! A frame reference is the frame's place in the mapped file (a view, not a
 //! copy); frames of a stream, whose buffer the reader reuses, are copied
@@ -242,6 +245,13 @@ impl Consumer {
             Some(cell) => Next::Batch(unsafe { &*cell.get() }),
             None => Next::Empty,
         }
+    }
+
+    /// No batch is waiting and none will come.
+    #[inline]
+    pub fn is_closed(&self) -> bool {
+        let closed = self.ring.closed.load(Ordering::Acquire);
+        closed && self.head == self.ring.tail.0.load(Ordering::Acquire)
     }
 
     /// Gives the batch returned by [`peek`](Self::peek) back to the producer.

@@ -1,5 +1,17 @@
-//! `xdprobe pcap --workers N` for N > 1: the reader (the calling thread)
-//! and N worker threads.
+//! `xdprobe pcap --workers N` for N > 1: N worker threads, and the calling
+//! thread writing their records.
+//!
+//! # Who reads
+//! No thread only reads. The reader (the file, its time-order stage, the
+//! capture filter and the progress bar, with every worker's ring) is one
+//! value behind a lock, and a worker whose ring is empty takes it, reads
+//! [`CHUNK`] frames and steers each to its owner's ring, its own included,
+//! then goes back to its ring. So the reading is done by whichever worker
+//! has the least to do, on the cores there are: a thread of its own was a
+//! third busy thread on two cores, and on the bench file two workers took
+//! 16 % less wall time and 12 % less CPU without it (`BENCHMARKS.md`). The
+//! lock is taken once per chunk, never per packet; a worker that finds it
+//! held has nothing to do but wait for frames anyway.
 //!
 //! # Same records as one worker
 //! A flow's packets all reach one worker (the steering hash is symmetric
@@ -53,6 +65,7 @@
 //!   batch clock, so such a packet may be counted in the flow's old record
 //!   instead of a new one.
 
+use std::sync::{Mutex, TryLockError};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
@@ -120,11 +133,11 @@ impl Backoff {
     }
 }
 
-/// Runs `reader` through `workers` (already built, one thread each) on a
-/// reader thread; finished records go to `output` on the calling thread as
+/// Runs `reader` through `workers` (already built, one thread each, which
+/// take turns at reading); finished records go to `output` on the calling thread as
 /// `Some(record)`, and `None` whenever no record is waiting (a moment to
 /// flush buffered output, so records of a slow stream appear as flows end).
-/// `hook` sees every batch on the reader thread before it is steered, with
+/// `hook` sees every batch, on the worker reading it, before it is steered, with
 /// the reader's byte offset: it keeps the frames it wants at the front and
 /// returns how many (a capture filter; a progress bar).
 pub fn run<E: Send>(
@@ -145,7 +158,21 @@ pub fn run<E: Send>(
         producers.push(p);
         consumers.push(c);
     }
-    std::thread::scope(|s| {
+    let base = map.as_ref().map_or(0, |m| m.as_ref().as_ptr() as usize);
+    let shared = Mutex::new(Reading {
+        reader,
+        hook,
+        base,
+        producers,
+        sent: vec![0; n],
+        clock_sent: vec![Timestamp::ZERO; n],
+        newest: Timestamp::ZERO,
+        since_clock: 0,
+        end: None,
+        closed: vec![false; n],
+    });
+    let workers = std::thread::scope(|s| {
+        let shared = &shared;
         let handles: Vec<_> = workers
             .into_iter()
             .zip(consumers)
@@ -154,17 +181,12 @@ pub fn run<E: Send>(
                 let (map, tx, back) = (map.clone(), rec_tx.clone(), back_rx.clone());
                 std::thread::Builder::new()
                     .name(format!("xdprobe-w{i}"))
-                    .spawn_scoped(s, move || work(w, c, map, tx, back))
+                    .spawn_scoped(s, move || work(i, w, c, map, shared, tx, back))
                     .expect("spawning a worker thread")
             })
             .collect();
         drop(rec_tx);
-        let map_ref = map.as_ref();
-        let reading = std::thread::Builder::new()
-            .name("xdprobe-read".into())
-            .spawn_scoped(s, move || read(reader, map_ref, producers, hook))
-            .expect("spawning the reader thread");
-        // Until every worker has hung up (they end after the reader).
+        // Until every worker has hung up.
         loop {
             let v = match rec_rx.try_recv() {
                 Ok(v) => v,
@@ -184,121 +206,181 @@ pub fn run<E: Send>(
             // Hand the buffer back; if the return queue is full it is freed.
             let _ = back_tx.try_send(v);
         }
-        let (sent, read_result) = reading
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        let workers = handles
+        handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect();
-        Outcome {
-            workers,
-            sent,
-            read_result,
-        }
-    })
+            .collect()
+    });
+    let r = shared.into_inner().unwrap_or_else(|p| p.into_inner());
+    Outcome {
+        workers,
+        sent: r.sent,
+        read_result: r.end.unwrap_or(Ok(())),
+    }
 }
 
-/// The reader: steers every frame into its worker's current batch.
-fn read<E>(
-    reader: &mut Capture,
-    map: Option<&SharedMap>,
-    mut producers: Vec<Producer>,
-    hook: &mut impl FnMut(&mut [Frame<'_>], u64) -> Result<usize, E>,
-) -> (Vec<u64>, Result<(), ReadStop<E>>) {
-    let n = producers.len();
-    let base = map.map_or(0, |m| m.as_ref().as_ptr() as usize);
-    let mut sent = vec![0u64; n];
-    let mut clock_sent = vec![Timestamp::ZERO; n];
-    let mut newest = Timestamp::ZERO;
-    let mut since_clock = 0u64;
-    let mut backoff = Backoff::new();
-    let result = loop {
-        let mut batch = [Frame::default(); BATCH];
-        // Where this batch starts (the batch borrows the reader after).
-        let offset = reader.offset();
-        let got = match reader.next_batch(&mut batch) {
-            Ok(0) => break Ok(()),
-            Ok(got) => got,
-            Err(e) => break Err(ReadStop::Capture(e)),
-        };
-        let got = match hook(&mut batch[..got], offset) {
-            Ok(kept) => kept.min(got),
-            Err(e) => break Err(ReadStop::Hook(e)),
-        };
-        for p in &batch[..got] {
-            let owner = p.link.and_then(|l| steer::owner_of(l, p.data, n));
-            // One table's time moves only with the packets it accounts:
-            // IP frames stamped within range (a non-IP frame is a counted
-            // drop and moves no clock). Same here.
-            if owner.is_some() && p.ts.in_range() {
-                newest = newest.max(p.ts);
-            }
-            let w = owner.unwrap_or(0);
-            let Some(prod) = producers.get_mut(w) else {
-                continue;
-            };
-            let f = FrameRef {
-                ts: p.ts,
-                link: p.link,
-                linktype: p.linktype,
-                wire_len: p.wire_len,
-                interface: p.interface,
-                // A mapped packet is a view into the map: its place in it.
-                offset: if p.data.is_empty() {
-                    0
-                } else {
-                    (p.data.as_ptr() as usize).wrapping_sub(base)
-                },
-                len: u32::try_from(p.data.len()).unwrap_or(u32::MAX),
-            };
-            let copy = map.is_none().then_some(p.data);
-            loop {
-                while !prod.has_room() {
-                    if prod.abandoned() {
-                        // Its worker is gone (a panic, which the join
-                        // reports): stop reading rather than wait forever.
-                        return (sent, Ok(()));
-                    }
-                    backoff.wait();
-                }
-                backoff.reset();
-                let Some(slot) = prod.slot() else { continue };
-                if slot.push(f, copy) {
-                    if slot.len >= FRAMES {
-                        prod.publish(newest);
-                        clock_sent[w] = newest;
-                    }
+/// Frames read by a worker at a time while it holds the reader.
+const CHUNK: usize = 1024;
+
+/// The reader, taken in turn by whichever worker has nothing to do.
+struct Reading<'r, H, E> {
+    reader: &'r mut Capture,
+    hook: &'r mut H,
+    base: usize,
+    producers: Vec<Producer>,
+    sent: Vec<u64>,
+    clock_sent: Vec<Timestamp>,
+    newest: Timestamp,
+    since_clock: u64,
+    /// Set once the input has ended (or failed).
+    end: Option<Result<(), ReadStop<E>>>,
+    /// Rings given their last batch and closed.
+    closed: Vec<bool>,
+}
+
+impl<H, E> Reading<'_, H, E>
+where
+    H: FnMut(&mut [Frame<'_>], u64) -> Result<usize, E>,
+{
+    /// Reads up to [`CHUNK`] frames for worker `me` and steers them. A full
+    /// ring is waited for: its worker is processing, not waiting for this
+    /// lock (a worker asks for it only with its ring empty), except `me`'s
+    /// own, which `drain` empties by one batch (a stream's large frames can
+    /// fill a ring within one chunk).
+    fn read_chunk(&mut self, me: usize, drain: &mut impl FnMut()) {
+        let n = self.producers.len();
+        let mut read = 0;
+        'chunk: while read < CHUNK && self.end.is_none() {
+            let mut batch = [Frame::default(); BATCH];
+            let offset = self.reader.offset();
+            let got = match self.reader.next_batch(&mut batch) {
+                Ok(0) => {
+                    self.end = Some(Ok(()));
                     break;
                 }
-                // Full arena: send this batch, the frame goes in the next.
-                prod.publish(newest);
-                clock_sent[w] = newest;
+                Ok(got) => got,
+                Err(e) => {
+                    self.end = Some(Err(ReadStop::Capture(e)));
+                    break;
+                }
+            };
+            let got = match (self.hook)(&mut batch[..got], offset) {
+                Ok(kept) => kept.min(got),
+                Err(e) => {
+                    self.end = Some(Err(ReadStop::Hook(e)));
+                    break;
+                }
+            };
+            read += got;
+            for p in &batch[..got] {
+                let owner = p.link.and_then(|l| steer::owner_of(l, p.data, n));
+                if owner.is_some() && p.ts.in_range() {
+                    self.newest = self.newest.max(p.ts);
+                }
+                let w = owner.unwrap_or(0);
+                let Some(prod) = self.producers.get_mut(w) else {
+                    continue;
+                };
+                let f = FrameRef {
+                    ts: p.ts,
+                    link: p.link,
+                    linktype: p.linktype,
+                    wire_len: p.wire_len,
+                    interface: p.interface,
+                    offset: if p.data.is_empty() || self.base == 0 {
+                        0
+                    } else {
+                        (p.data.as_ptr() as usize).wrapping_sub(self.base)
+                    },
+                    len: u32::try_from(p.data.len()).unwrap_or(u32::MAX),
+                };
+                let copy = (self.base == 0).then_some(p.data);
+                let mut backoff = Backoff::new();
+                loop {
+                    while !prod.has_room() {
+                        if prod.abandoned() {
+                            self.end = Some(Ok(()));
+                            break 'chunk;
+                        }
+                        if w == me {
+                            drain();
+                        } else {
+                            backoff.wait();
+                        }
+                    }
+                    let Some(slot) = prod.slot() else { continue };
+                    if slot.push(f, copy) {
+                        if slot.len >= FRAMES {
+                            prod.publish(self.newest);
+                            self.clock_sent[w] = self.newest;
+                        }
+                        break;
+                    }
+                    prod.publish(self.newest);
+                    self.clock_sent[w] = self.newest;
+                }
+                self.sent[w] += 1;
             }
-            sent[w] += 1;
-        }
-        since_clock += got as u64;
-        if since_clock >= CLOCK_EVERY {
-            since_clock = 0;
-            for (w, prod) in producers.iter_mut().enumerate() {
-                send_clock(prod, &mut clock_sent[w], newest);
+            self.since_clock += got as u64;
+            if self.since_clock >= CLOCK_EVERY {
+                self.since_clock = 0;
+                for (w, prod) in self.producers.iter_mut().enumerate() {
+                    send_clock(prod, &mut self.clock_sent[w], self.newest);
+                }
             }
         }
-    };
-    // The end of the input (or its error): every worker gets what is
-    // left and the file's last time before it flushes.
-    for (w, prod) in producers.iter_mut().enumerate() {
-        while !prod.has_room() {
-            if prod.abandoned() {
-                break;
-            }
-            backoff.wait();
-        }
-        prod.publish(newest);
-        clock_sent[w] = newest;
-        prod.close();
     }
-    (sent, result)
+
+    /// After the end of the input: worker `me`, its ring drained, gets
+    /// what is left for it and the input's last time, and its ring closes.
+    fn close(&mut self, me: usize) {
+        if let (Some(prod), Some(closed)) = (self.producers.get_mut(me), self.closed.get_mut(me))
+            && !*closed
+            && prod.has_room()
+        {
+            prod.publish(self.newest);
+            self.clock_sent[me] = self.newest;
+            prod.close();
+            *closed = true;
+        }
+    }
+}
+
+/// Accounts the oldest batch in `ring` (its frames through
+/// `Worker::on_batch`, its clock through `Worker::on_tick`), if there is
+/// one.
+fn process_one(
+    worker: &mut Worker,
+    ring: &mut Consumer,
+    map: Option<&SharedMap>,
+    out: &mut impl FnMut(FlowRecord),
+) -> bool {
+    let Next::Batch(b) = ring.peek() else {
+        return false;
+    };
+    let base: &[u8] = match map {
+        Some(m) => m.as_ref(),
+        None => &b.arena,
+    };
+    let mut pkts = [Frame::default(); FRAMES];
+    let len = b.len.min(FRAMES);
+    for (p, f) in pkts.iter_mut().zip(&b.frames[..len]) {
+        *p = Frame {
+            ts: f.ts,
+            link: f.link,
+            linktype: f.linktype,
+            data: base
+                .get(f.offset..f.offset.saturating_add(f.len as usize))
+                .unwrap_or(&[]),
+            wire_len: f.wire_len,
+            interface: f.interface,
+        };
+    }
+    let clock = b.clock;
+    worker.on_batch(&pkts[..len], out);
+    worker.on_tick(clock, out);
+    ring.done();
+    true
 }
 
 /// Publishes the worker's partial batch, or an empty one, when its clock
@@ -313,14 +395,21 @@ fn send_clock(prod: &mut Producer, clock_sent: &mut Timestamp, newest: Timestamp
 }
 
 /// A worker thread: batches from its ring through `Worker::on_batch`, the
-/// batch's clock through `Worker::on_tick`, records out in batches.
-fn work(
+/// batch's clock through `Worker::on_tick`, records out in batches; with
+/// its ring empty it takes the reader (if no other worker holds it) and
+/// steers the next frames of the input to every worker's ring.
+fn work<H, E>(
+    me: usize,
     mut worker: Worker,
     mut ring: Consumer,
     map: Option<SharedMap>,
+    shared: &Mutex<Reading<'_, H, E>>,
     tx: Sender<Vec<FlowRecord>>,
     back: Receiver<Vec<FlowRecord>>,
-) -> WorkerStats {
+) -> WorkerStats
+where
+    H: FnMut(&mut [Frame<'_>], u64) -> Result<usize, E>,
+{
     let mut out: Vec<FlowRecord> = Vec::with_capacity(RECORD_BATCH);
     let push = |r: FlowRecord, out: &mut Vec<FlowRecord>| {
         out.push(r);
@@ -329,51 +418,56 @@ fn work(
                 .try_recv()
                 .unwrap_or_else(|_| Vec::with_capacity(RECORD_BATCH));
             // The output ends only after every worker: a send fails only
-            // if the reader thread is unwinding, and then nothing is read.
+            // if the calling thread is unwinding, and then nothing is read.
             let _ = tx.send(std::mem::replace(out, fresh));
         }
     };
     let mut backoff = Backoff::new();
     loop {
-        match ring.peek() {
-            Next::Batch(b) => {
-                let base: &[u8] = match &map {
-                    Some(m) => m.as_ref(),
-                    None => &b.arena,
-                };
-                let mut pkts = [Frame::default(); FRAMES];
-                for (p, f) in pkts.iter_mut().zip(&b.frames[..b.len.min(FRAMES)]) {
-                    *p = Frame {
-                        ts: f.ts,
-                        link: f.link,
-                        linktype: f.linktype,
-                        data: base
-                            .get(f.offset..f.offset.saturating_add(f.len as usize))
-                            .unwrap_or(&[]),
-                        wire_len: f.wire_len,
-                        interface: f.interface,
-                    };
-                }
-                let len = b.len.min(FRAMES);
-                let clock = b.clock;
-                worker.on_batch(&pkts[..len], &mut |r| push(r, &mut out));
-                worker.on_tick(clock, &mut |r| push(r, &mut out));
-                ring.done();
-                backoff.reset();
-            }
-            Next::Empty => {
-                // Nothing to do: what this worker has finished goes out
-                // now rather than when a batch of records is full.
-                if !out.is_empty() {
-                    let fresh = back
-                        .try_recv()
-                        .unwrap_or_else(|_| Vec::with_capacity(RECORD_BATCH));
-                    let _ = tx.send(std::mem::replace(&mut out, fresh));
-                }
-                backoff.wait();
-            }
-            Next::Closed => break,
+        if process_one(&mut worker, &mut ring, map.as_ref(), &mut |r| {
+            push(r, &mut out)
+        }) {
+            backoff.reset();
+            continue;
         }
+        if ring.is_closed() {
+            break;
+        }
+        // Nothing to do: what this worker has finished goes out now rather
+        // than when a batch of records is full (and before it reads: a
+        // stream's read may wait for its writer as long as it likes).
+        if !out.is_empty() {
+            let fresh = back
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(RECORD_BATCH));
+            let _ = tx.send(std::mem::replace(&mut out, fresh));
+        }
+        let guard = match shared.try_lock() {
+            Ok(g) => Some(g),
+            // Another worker panicked while reading: no more input (the
+            // panic reaches the caller when its thread is joined).
+            Err(TryLockError::Poisoned(p)) => {
+                let mut g = p.into_inner();
+                g.end.get_or_insert(Ok(()));
+                Some(g)
+            }
+            Err(TryLockError::WouldBlock) => None,
+        };
+        if let Some(mut r) = guard {
+            if r.end.is_none() {
+                r.read_chunk(me, &mut || {
+                    process_one(&mut worker, &mut ring, map.as_ref(), &mut |r| {
+                        push(r, &mut out)
+                    });
+                });
+            }
+            if r.end.is_some() {
+                r.close(me);
+            }
+            backoff.reset();
+            continue;
+        }
+        backoff.wait();
     }
     worker.flush(&mut |r| push(r, &mut out));
     if !out.is_empty() {

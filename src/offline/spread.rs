@@ -158,7 +158,7 @@ pub fn run<E: Send>(
         producers.push(p);
         consumers.push(c);
     }
-    let base = map.as_ref().map_or(0, |m| m.as_ref().as_ptr() as usize);
+    let base = map.as_ref().map(|m| m.as_ref().as_ptr() as usize);
     let shared = Mutex::new(Reading {
         reader,
         hook,
@@ -226,7 +226,9 @@ const CHUNK: usize = 1024;
 struct Reading<'r, H, E> {
     reader: &'r mut Capture,
     hook: &'r mut H,
-    base: usize,
+    /// Where the mapped file starts (frames travel as offsets from it);
+    /// `None` for a stream, whose frames are copied into the batches.
+    base: Option<usize>,
     producers: Vec<Producer>,
     sent: Vec<u64>,
     clock_sent: Vec<Timestamp>,
@@ -287,14 +289,16 @@ where
                     linktype: p.linktype,
                     wire_len: p.wire_len,
                     interface: p.interface,
-                    offset: if p.data.is_empty() || self.base == 0 {
-                        0
-                    } else {
-                        (p.data.as_ptr() as usize).wrapping_sub(self.base)
+                    // A mapped packet is a view into the map: its place in it.
+                    offset: match self.base {
+                        Some(base) if !p.data.is_empty() => {
+                            (p.data.as_ptr() as usize).wrapping_sub(base)
+                        }
+                        _ => 0,
                     },
                     len: u32::try_from(p.data.len()).unwrap_or(u32::MAX),
                 };
-                let copy = (self.base == 0).then_some(p.data);
+                let copy = self.base.is_none().then_some(p.data);
                 let mut backoff = Backoff::new();
                 loop {
                     while !prod.has_room() {

@@ -9,7 +9,9 @@
 //! and `end_reason` included, must match. A generated capture keeps one
 //! worker without packets for a long stretch of capture time and checks
 //! that its flow still ends idle, when one worker would end it, and is
-//! emitted while the file is still being read, not at the end.
+//! emitted while the file is still being read, not at the end. The workers
+//! take turns at reading: a stream of large frames must not stall the one
+//! reading, and a capture cut mid-record ends alike on every count.
 
 mod common;
 
@@ -450,5 +452,45 @@ fn a_stream_of_large_frames_does_not_stall_the_worker_reading_it() {
             .collect();
         many.sort();
         assert_eq!(one, many, "{workers} workers");
+    }
+}
+
+/// A capture cut mid-record: every worker count emits the flows read
+/// before the cut, the same records, and fails with the same error.
+#[test]
+fn a_truncated_capture_ends_the_same_on_every_worker_count() {
+    let f = corpus_dir().join("ipfixprobe_mixed.pcap");
+    let bytes = std::fs::read(&f).expect("read capture");
+    let dir = TempDir::new("pcap-workers-cut");
+    let cut = dir.0.join("cut.pcap");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).expect("write the cut");
+    let run = |workers: &str| {
+        let out = xdprobe()
+            .arg("pcap")
+            .arg(&cut)
+            .args(["--format", "json", "--workers", workers])
+            .output()
+            .expect("run xdprobe");
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        lines.sort();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), lines, err)
+    };
+    let (rc1, one, err1) = run("1");
+    assert_eq!(rc1, Some(1), "{err1}");
+    assert!(err1.contains("truncated packet record"), "{err1}");
+    assert!(!one.is_empty(), "the flows before the cut are emitted");
+    for workers in ["2", "3"] {
+        let (rc, many, err) = run(workers);
+        assert_eq!(rc, rc1, "{workers} workers: {err}");
+        assert_eq!(many, one, "{workers} workers");
+        assert_eq!(
+            err.lines().last(),
+            err1.lines().last(),
+            "{workers} workers: the same error"
+        );
     }
 }

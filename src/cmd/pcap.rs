@@ -66,8 +66,9 @@ pub struct PcapArgs {
     #[arg(long)]
     pub no_progress: bool,
     /// Flow workers (threads, each with its own flow table of `--capacity`
-    /// flows); one reader hands them the frames by a symmetric hash of the
-    /// IP addresses. Default: the cores this process may run on.
+    /// flows); they take turns at reading and hand each frame to its owner
+    /// by a symmetric hash of the IP addresses. Default: the cores this
+    /// process may run on.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: Option<u16>,
 }

@@ -15,13 +15,22 @@
 # slower than tcpdump says the per-packet work itself is too costly for
 # the cores there are, whatever the hand-off.
 #
-# usage: benches/ceiling.sh [--rounds N] [--no-build] [--bin BIN] [FILE]
+# With --floors, two more runs per round say how far the goal is from what
+# the cores allow at all: the ceiling with NPM off (`--no-npm`: the flow
+# table alone, no metric state), and tcpdump itself on the two halves at
+# once (how much a copier gains from the second core here: were the VM's
+# two vCPUs fully independent, half the time of one tcpdump).
+#
+# usage: benches/ceiling.sh [--rounds N] [--no-build] [--bin BIN] [--floors]
+#                           [FILE]
 #   FILE       capture (default $XDPROBE_BENCH_PCAP or /tmp/bench.pcap;
 #              generated with mkbench.py --flows 400000 --concurrent 50000
 #              --seed 7 when missing)
 #   --rounds   alternating rounds (default 7); each runs tcpdump, --workers
 #              2, the ceiling and --workers 1 once, in that order
 #   --bin BIN  an xdprobe binary to time instead of building one
+#   --floors   also time the ceiling with --no-npm and two tcpdumps on the
+#              halves (appended to each round, in that order)
 #   env        MKBENCH (path of mkbench.py), CARGO_TARGET_DIR
 #
 # Prints every round's wall times and, per command, the median wall time
@@ -35,12 +44,14 @@ MKBENCH=${MKBENCH:-/work/shared/tools/mkbench.py}
 ROUNDS=7
 BUILD=1
 BIN=
+FLOORS=0
 FILE=${XDPROBE_BENCH_PCAP:-/tmp/bench.pcap}
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --bin) BIN=$2; BUILD=0; shift 2 ;;
+    --floors) FLOORS=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "unknown option $1" >&2; exit 2 ;;
     *) FILE=$1; shift ;;
@@ -78,28 +89,45 @@ wall() {
   t1=$(date +%s%N)
   echo $(( (t1 - t0) / 1000000 ))
 }
-ceiling() {
-  "$XD" pcap "$WORK/half0.pcap" --format none --workers 1 >/dev/null 2>&1 &
+# The two halves at once, each through "$@" HALF; timed until both end.
+both() {
+  "$@" "$WORK/half0.pcap" >/dev/null 2>&1 &
   local other=$!
-  "$XD" pcap "$WORK/half1.pcap" --format none --workers 1 >/dev/null 2>&1
+  "$@" "$WORK/half1.pcap" >/dev/null 2>&1
   wait "$other"
 }
+xd1() { "$XD" pcap "$1" --format none --workers 1; }
+xd1_no_npm() { "$XD" pcap "$1" --format none --workers 1 --no-npm; }
+td() { tcpdump -r "$1" -w /dev/null; }
+ceiling() { both xd1; }
 
-echo "round  tcpdump  workers2  ceiling  workers1   (ms)"
+if [ "$FLOORS" = 1 ]; then
+  echo "round  tcpdump  workers2  ceiling  workers1  ceil-nonpm  2xtcpdump   (ms)"
+else
+  echo "round  tcpdump  workers2  ceiling  workers1   (ms)"
+fi
 : >"$WORK/rounds"
 for r in $(seq "$ROUNDS"); do
   a=$(wall tcpdump -r "$FILE" -w /dev/null)
   b=$(wall "$XD" pcap "$FILE" --format none --workers 2)
   c=$(wall ceiling)
   d=$(wall "$XD" pcap "$FILE" --format none --workers 1)
-  printf '%5d  %7d  %8d  %7d  %8d\n' "$r" "$a" "$b" "$c" "$d"
-  echo "$a $b $c $d" >>"$WORK/rounds"
+  if [ "$FLOORS" = 1 ]; then
+    e=$(wall both xd1_no_npm)
+    f=$(wall both td)
+    printf '%5d  %7d  %8d  %7d  %8d  %10d  %9d\n' "$r" "$a" "$b" "$c" "$d" "$e" "$f"
+    echo "$a $b $c $d $e $f" >>"$WORK/rounds"
+  else
+    printf '%5d  %7d  %8d  %7d  %8d\n' "$r" "$a" "$b" "$c" "$d"
+    echo "$a $b $c $d" >>"$WORK/rounds"
+  fi
 done
 python3 - "$WORK/rounds" <<'EOF'
 import statistics, sys
 rows = [list(map(int, l.split())) for l in open(sys.argv[1])]
 names = ["tcpdump -r FILE -w /dev/null", "xdprobe pcap --workers 2",
-         "ceiling: 2 x --workers 1 on halves", "xdprobe pcap --workers 1"]
+         "ceiling: 2 x --workers 1 on halves", "xdprobe pcap --workers 1",
+         "ceiling, --no-npm", "2 x tcpdump on halves"][:len(rows[0])]
 print()
 print(f"{'command':36} {'median ms':>9} {'tcpdump / this':>15}")
 for i, n in enumerate(names):

@@ -66,7 +66,7 @@
 //!   instead of a new one.
 
 use std::sync::{Mutex, TryLockError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use xdprobe_dataplane::{
@@ -110,22 +110,39 @@ pub struct Outcome<E> {
     pub read_result: Result<(), ReadStop<E>>,
 }
 
-/// Waits without burning a core the other threads need: spin briefly, then
-/// yield, then sleep in short naps.
-struct Backoff(u32);
+/// Waits without burning a core the other threads need for long: spin
+/// briefly, then yield for up to [`YIELD_FOR`], then sleep in short naps.
+/// Most waits are for another worker to finish steering a chunk or a
+/// batch (tens of microseconds): a 50 µs nap there oversleeps it (timer
+/// slack, the VM's wake-up), while the naps keep a wait for a stream's
+/// paused writer from spinning a core.
+struct Backoff {
+    spins: u32,
+    since: Option<Instant>,
+}
+
+/// How long a wait yields before it sleeps.
+const YIELD_FOR: Duration = Duration::from_millis(1);
 
 impl Backoff {
     fn new() -> Self {
-        Backoff(0)
+        Backoff {
+            spins: 0,
+            since: None,
+        }
     }
     fn reset(&mut self) {
-        self.0 = 0;
+        self.spins = 0;
+        self.since = None;
     }
     fn wait(&mut self) {
-        self.0 = self.0.saturating_add(1);
-        if self.0 <= 64 {
+        if self.spins < 64 {
+            self.spins += 1;
             std::hint::spin_loop();
-        } else if self.0 <= 256 {
+            return;
+        }
+        let since = *self.since.get_or_insert_with(Instant::now);
+        if since.elapsed() < YIELD_FOR {
             std::thread::yield_now();
         } else {
             std::thread::sleep(Duration::from_micros(50));
@@ -244,12 +261,13 @@ impl<H, E> Reading<'_, H, E>
 where
     H: FnMut(&mut [Frame<'_>], u64) -> Result<usize, E>,
 {
-    /// Reads up to [`CHUNK`] frames for worker `me` and steers them. A full
-    /// ring is waited for: its worker is processing, not waiting for this
-    /// lock (a worker asks for it only with its ring empty), except `me`'s
-    /// own, which `drain` empties by one batch (a stream's large frames can
-    /// fill a ring within one chunk).
-    fn read_chunk(&mut self, me: usize, drain: &mut impl FnMut()) {
+    /// Reads up to [`CHUNK`] frames and steers them. A full ring is waited
+    /// for: its worker is processing, not waiting for this lock (a worker
+    /// asks for it only with its ring empty). Meanwhile `drain` accounts
+    /// the reading worker's own oldest batch, if it has one (and it must
+    /// when the full ring is its own: a stream's large frames can fill a
+    /// ring within one chunk); it says whether there was one.
+    fn read_chunk(&mut self, drain: &mut impl FnMut() -> bool) {
         let n = self.producers.len();
         let mut read = 0;
         'chunk: while read < CHUNK && self.end.is_none() {
@@ -306,9 +324,9 @@ where
                             self.end = Some(Ok(()));
                             break 'chunk;
                         }
-                        if w == me {
-                            drain();
-                        } else {
+                        // Its own oldest batch is work it has to do anyway:
+                        // better now than waiting for a slower worker.
+                        if !drain() {
                             backoff.wait();
                         }
                     }
@@ -459,10 +477,10 @@ where
         };
         if let Some(mut r) = guard {
             if r.end.is_none() {
-                r.read_chunk(me, &mut || {
+                r.read_chunk(&mut || {
                     process_one(&mut worker, &mut ring, map.as_ref(), &mut |r| {
                         push(r, &mut out)
-                    });
+                    })
                 });
             }
             if r.end.is_some() {

@@ -1,7 +1,7 @@
 //! Builds the XDP program (`xdp-prog/`) for `bpfel-unknown-none` with
 //! `aya_build` (nightly toolchain, `-Z build-std=core`, bpf-linker on PATH)
-//! and leaves the object in `OUT_DIR/xdp-prog`, where `src/live/xdp.rs`
-//! embeds it with `aya::include_bytes_aligned!`.
+//! and leaves the object in `OUT_DIR/xdp-prog`, where `src/xdp.rs` embeds
+//! it with `aya::include_bytes_aligned!`.
 //!
 //! `AYA_BUILD_SKIP=1` skips the eBPF build (for machines without the
 //! nightly toolchain or bpf-linker): an empty placeholder object is written
@@ -12,8 +12,9 @@ use std::{env, fs, path::PathBuf};
 fn main() -> aya_build::Result<()> {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
-    let prog_dir = manifest.join("xdp-prog");
-    let common_dir = manifest.join("xdprobe-common");
+    let root = manifest.parent().expect("capture/ lives in the workspace");
+    let prog_dir = root.join("xdp-prog");
+    let common_dir = root.join("xdprobe-common");
     println!("cargo:rerun-if-changed={}", common_dir.display());
     println!("cargo:rerun-if-changed=build.rs");
 

@@ -24,9 +24,9 @@ use std::{
 };
 
 use live_support::{NetNs, VethOpts, neigh, require_root, veth};
-use xdprobe::live::{
+use xdprobe_capture::{
     sink::RecordSink,
-    worker::{Control, QueueWorker, Snapshot},
+    worker::queue::{Control, QueueWorker, Snapshot},
     xdp::{AttachMode, XdpFilter, XdpOptions, XdpProgram},
 };
 use xdprobe_dataplane::FlowConfig;
@@ -280,10 +280,10 @@ fn probe(s: &Setup, queues: u32, handoff: bool, pps: Option<f64>) -> Run {
     let control = Arc::new(Control::default());
     control.workers.store(n, Ordering::Release);
     let ways = if handoff { n } else { 1 };
-    let (mut producers, mut merges) = xdprobe::live::merge::mesh(ways);
+    let (mut producers, mut merges) = xdprobe_capture::handoff::merge::mesh(ways);
     let mut threads = Vec::new();
     for (i, sock) in socks.into_iter().enumerate() {
-        let w = QueueWorker {
+        let w: QueueWorker = QueueWorker {
             index: i,
             workers: ways,
             core: Some(if n == 1 { 1 } else { i }),

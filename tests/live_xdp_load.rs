@@ -1,5 +1,5 @@
-//! The eBPF build pipeline end to end: the XDP object that build.rs
-//! compiled loads, attaches natively to a veth in a private namespace, and
+//! The eBPF build pipeline end to end: the XDP object that capture's
+//! build.rs compiled loads, attaches natively to a veth in a private namespace, and
 //! its per-CPU counters count exactly the packets the test sent (the sender
 //! and the kernel's own receive path are the references), and its filters
 //! see through every encapsulation of the header policy (crafted frames).
@@ -19,7 +19,7 @@ use live_support::{
     frames::{ALL, C2S, Encap, Ip, S2C, all_frames, send_raw, server_port},
     neigh, require_root, veth,
 };
-use xdprobe::live::xdp::{AttachMode, XdpFilter, XdpOptions, XdpProgram};
+use xdprobe_capture::xdp::{AttachMode, XdpFilter, XdpOptions, XdpProgram};
 use xdprobe_common::XdpCounters;
 
 /// Two namespaces joined by a veth: `tx` sends, `rx` carries the XDP

@@ -8,7 +8,7 @@ mod live_support;
 use std::{net::UdpSocket, time::Instant};
 
 use live_support::{NetNs, VethOpts, addr, neigh, require_root, veth};
-use xdprobe::live::{
+use xdprobe_capture::{
     clock::{TaiClock, unix_now},
     xdp::{AttachMode, XdpFilter, XdpOptions, XdpProgram},
 };

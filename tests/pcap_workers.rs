@@ -265,7 +265,7 @@ fn write_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) {
 
 #[test]
 fn a_worker_without_packets_still_ends_its_flows_on_packet_time() {
-    use xdprobe::live::steer::owner;
+    use xdprobe_capture::steer::owner;
     let quiet_a = [192, 0, 2, 10];
     let quiet_b = [198, 51, 100, 10];
     let quiet = udp(quiet_a, 5353, quiet_b, 53);
@@ -383,7 +383,7 @@ fn a_worker_without_packets_still_ends_its_flows_on_packet_time() {
 /// is in that case. Same records as one worker, within a deadline.
 #[test]
 fn a_stream_of_large_frames_does_not_stall_the_worker_reading_it() {
-    use xdprobe::live::steer::owner;
+    use xdprobe_capture::steer::owner;
     let big = |host: u8| {
         let mut f = udp([192, 0, 2, host], 4000, [198, 51, 100, 7], 9);
         f.resize(40_000, 0xab);

@@ -3,55 +3,93 @@
 //! full channel drops the record and counts it (the exporter counts its
 //! own drops too), it never stalls the receive loop.
 //!
-//! The JSON writer also takes the host agent's reports (`[host]`), and
-//! joins them with the wire records of the same connection
-//! (`xdprobe_host::fleet::join`): a `joined` line holds both, as the
-//! cross-host manager writes it.
+//! The JSON writer also takes other parts of the probe's lines (the
+//! daemon's host agent: its reports, and their joins with the wire
+//! records of the same connection) through a [`Companion`]; this crate
+//! knows nothing of them.
 
-use std::{cell::Cell, io::Write, sync::Arc, thread::JoinHandle};
+use std::{cell::Cell, convert::Infallible, io::Write, net::IpAddr, sync::Arc, thread::JoinHandle};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Sender, TrySendError};
 use xdprobe_dataplane::{
-    FlowRecord,
+    FlowRecord, Process,
     output::{Format, RecordWriter},
 };
 use xdprobe_exporter::RecordSender;
-use xdprobe_host::fleet::join::{Host, Joiner, Wire};
-
-use crate::live::host::Conns;
 
 /// One line for the JSON writer.
 #[expect(
     clippy::large_enum_variant,
-    reason = "flow records, the many, travel by value without an allocation each; host lines are few"
+    reason = "flow records, the many, travel by value without an allocation each; other lines are few"
 )]
-pub enum JsonItem {
+pub enum JsonItem<T = Infallible> {
     /// A wire flow record (the `xdprobe pcap` schema).
     Flow(FlowRecord),
-    /// A host agent's line (`host_stack`, `connect`), written as it is;
-    /// a `host_stack` report also joins the wire record of its connection.
-    Host {
-        line: serde_json::Value,
-        /// For the join: sender, receiver, start and end (Unix µs).
-        join: Option<Host>,
-    },
+    /// A line of the writer's [`Companion`], written by it.
+    Other(T),
+}
+
+/// The JSON writer's channel.
+pub type JsonSender<T = Infallible> = Sender<JsonItem<T>>;
+
+/// What the JSON writer adds to the wire records: lines of another part of
+/// the probe, and lines that follow a wire record (a join). Runs on the
+/// writer's thread.
+pub trait Companion: Send + 'static {
+    /// Its lines, sent as [`JsonItem::Other`].
+    type Item: Send + 'static;
+    /// Writes one of its lines (and what follows it); returns how many
+    /// lines it wrote.
+    fn item(&mut self, item: Self::Item, out: &mut dyn Write) -> std::io::Result<u64>;
+    /// After the wire record `rec`, just written as the JSON line `line`:
+    /// writes what follows it; returns how many lines it wrote.
+    fn after_record(
+        &mut self,
+        rec: &FlowRecord,
+        line: &[u8],
+        out: &mut dyn Write,
+    ) -> std::io::Result<u64>;
+}
+
+/// No companion: wire records only.
+impl Companion for () {
+    type Item = Infallible;
+    fn item(&mut self, item: Infallible, _: &mut dyn Write) -> std::io::Result<u64> {
+        match item {}
+    }
+    fn after_record(
+        &mut self,
+        _: &FlowRecord,
+        _: &[u8],
+        _: &mut dyn Write,
+    ) -> std::io::Result<u64> {
+        Ok(0)
+    }
+}
+
+/// The local process of a connection this host started (the daemon's
+/// `[host] connlat`), for the wire records of that connection.
+pub trait Processes: Send + Sync {
+    /// The process that started the connection between `a` and `b`, in
+    /// either order.
+    fn process(&self, a: (IpAddr, u16), b: (IpAddr, u16)) -> Option<Process>;
 }
 
 /// One worker's handle. Counters are plain cells: a sink belongs to one
 /// thread, and the worker reads them when it publishes its snapshot.
-pub struct RecordSink {
+pub struct RecordSink<T = Infallible> {
     exporter: Option<RecordSender>,
-    json: Option<Sender<JsonItem>>,
+    json: Option<JsonSender<T>>,
     /// The connections this host started (`[host] connlat`): a TCP record
     /// of one of them carries its process.
-    conns: Option<Arc<Conns>>,
+    conns: Option<Arc<dyn Processes>>,
     sent: Cell<u64>,
     dropped: Cell<u64>,
     blocking: Cell<bool>,
 }
 
-impl RecordSink {
-    pub fn new(exporter: Option<RecordSender>, json: Option<Sender<JsonItem>>) -> Self {
+impl<T> RecordSink<T> {
+    pub fn new(exporter: Option<RecordSender>, json: Option<JsonSender<T>>) -> Self {
         RecordSink {
             exporter,
             json,
@@ -63,7 +101,7 @@ impl RecordSink {
     }
 
     /// Records of connections this host started get their process.
-    pub fn with_conns(mut self, conns: Option<Arc<Conns>>) -> Self {
+    pub fn with_conns(mut self, conns: Option<Arc<dyn Processes>>) -> Self {
         self.conns = conns;
         self
     }
@@ -76,7 +114,7 @@ impl RecordSink {
             && rec.process.is_none()
             && let Some(c) = &self.conns
         {
-            rec.process = c.get(
+            rec.process = c.process(
                 (rec.client_addr, rec.client_port),
                 (rec.server_addr, rec.server_port),
             );
@@ -126,30 +164,24 @@ impl RecordSink {
 }
 
 /// A stopped JSON writer (its error was logged) is not a drop per record.
-fn json_ok(r: Result<(), TrySendError<JsonItem>>) -> bool {
+fn json_ok<T>(r: Result<(), TrySendError<JsonItem<T>>>) -> bool {
     !matches!(r, Err(TrySendError::Full(_)))
 }
 
 /// A thread writing records as JSON lines (the `xdprobe pcap` schema) to
-/// `out`, and the host agent's lines with their joins; it ends when every
-/// sender is gone.
-/// `join`: a host agent runs, so wire records are kept for the join from
-/// the first one on (a flow's wire record often comes before its host
-/// report).
-pub fn spawn_json_writer(
+/// `out`, and the `companion`'s lines; it ends when every sender is gone.
+pub fn spawn_json_writer<C: Companion>(
     out: Box<dyn Write + Send>,
     capacity: usize,
-    join: bool,
-) -> std::io::Result<(Sender<JsonItem>, JoinHandle<u64>)> {
-    let (tx, rx): (Sender<JsonItem>, Receiver<JsonItem>) =
-        crossbeam_channel::bounded(capacity.max(1));
+    companion: C,
+) -> std::io::Result<(JsonSender<C::Item>, JoinHandle<u64>)> {
+    let (tx, rx) = crossbeam_channel::bounded(capacity.max(1));
     let handle = std::thread::Builder::new()
         .name("xdprobe-json".into())
         .spawn(move || {
             let mut w = JsonWriter {
                 out: std::io::BufWriter::new(out),
-                joiner: Joiner::default(),
-                joining: join,
+                companion,
                 n: 0,
                 line: RecordWriter::new(Vec::with_capacity(1024), Format::Json),
             };
@@ -176,59 +208,28 @@ pub fn spawn_json_writer(
     Ok((tx, handle))
 }
 
-struct JsonWriter {
+struct JsonWriter<C> {
     out: std::io::BufWriter<Box<dyn Write + Send>>,
-    joiner: Joiner,
-    /// A host report has been seen: wire records are kept for the join
-    /// from then on (without a host agent they are only written).
-    joining: bool,
+    companion: C,
     n: u64,
     /// One record's line, reused: no allocation per record.
     line: RecordWriter<Vec<u8>>,
 }
 
-impl JsonWriter {
-    fn write(&mut self, item: JsonItem) -> std::io::Result<()> {
+impl<C: Companion> JsonWriter<C> {
+    fn write(&mut self, item: JsonItem<C::Item>) -> std::io::Result<()> {
         match item {
             JsonItem::Flow(rec) => {
                 self.line.get_mut().clear();
                 self.line.write(&rec)?;
                 self.out.write_all(self.line.get_mut())?;
                 self.n += 1;
-                if self.joining
-                    && let Ok(v) = serde_json::from_slice::<serde_json::Value>(self.line.get_mut())
-                    && let Some(wire) = Wire::from_json(v)
-                {
-                    let joined = self.joiner.wire(wire, now_us());
-                    self.joined(joined)?;
-                }
+                self.n += self
+                    .companion
+                    .after_record(&rec, self.line.get_mut(), &mut self.out)?;
             }
-            JsonItem::Host { line, join } => {
-                serde_json::to_writer(&mut self.out, &line)?;
-                self.out.write_all(b"\n")?;
-                self.n += 1;
-                if let Some(h) = join {
-                    self.joining = true;
-                    let joined = self.joiner.host(h, now_us());
-                    self.joined(joined)?;
-                }
-            }
+            JsonItem::Other(item) => self.n += self.companion.item(item, &mut self.out)?,
         }
         Ok(())
     }
-
-    fn joined(&mut self, joined: Vec<xdprobe_host::fleet::join::Joined>) -> std::io::Result<()> {
-        for j in joined {
-            serde_json::to_writer(&mut self.out, &j)?;
-            self.out.write_all(b"\n")?;
-            self.n += 1;
-        }
-        Ok(())
-    }
-}
-
-fn now_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use xdprobe::budget::{self, Estimate};
-use xdprobe::live::daemon;
+use xdprobe::daemon;
 use xdprobe_config::{
     Config, Environment, Handoff, Location, Mode, XdpMode, XskBind, format_duration,
 };

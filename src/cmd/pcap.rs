@@ -18,7 +18,7 @@ use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ProbeCounters};
 
 use super::pcap_filter::FrameFilter;
 use super::pcap_progress::Progress;
-use xdprobe::offline::spread::ReadStop;
+use xdprobe_capture::worker::file::ReadStop;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
@@ -205,7 +205,12 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             }
             Some(last) => {
                 workers.push(last);
-                let o = xdprobe::offline::spread::run(&mut reader, workers, &mut output, &mut hook);
+                let o = xdprobe_capture::worker::file::run(
+                    &mut reader,
+                    workers,
+                    &mut output,
+                    &mut hook,
+                );
                 let read_result = o.read_result.map_err(|e| match e {
                     ReadStop::Capture(e) => ReadError::Capture(e),
                     ReadStop::Hook(e) => ReadError::Filter(e),
@@ -272,16 +277,16 @@ fn check_memory(
         );
     }
     if n_workers > 1 {
-        let per_slot = size_of::<xdprobe::offline::ring::Batch>() as u64
+        let per_slot = size_of::<xdprobe_capture::handoff::file::Batch>() as u64
             + if reader.is_stream() {
-                xdprobe::offline::ring::ARENA_BYTES as u64
+                xdprobe_capture::handoff::file::ARENA_BYTES as u64
             } else {
                 0
             };
         estimate.add(
             "worker rings",
             n_workers as u64,
-            per_slot * xdprobe::offline::ring::SLOTS as u64,
+            per_slot * xdprobe_capture::handoff::file::SLOTS as u64,
         );
     }
     estimate.check(budget::available())?;

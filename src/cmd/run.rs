@@ -1,10 +1,10 @@
 //! `xdprobe run -c probe.toml`: the live appliance in the foreground (for
-//! systemd). See `xdprobe::live::daemon` for the start-up order, signals
+//! systemd). See `xdprobe::daemon` for the start-up order, signals
 //! and privileges.
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
-use xdprobe::live::daemon::{self, DaemonError, JsonOut, RunOptions};
+use xdprobe::daemon::{self, DaemonError, JsonOut, RunOptions};
 
 /// Exit status for "the config is wrong" (as `check-config`).
 const EXIT_BAD_CONFIG: u8 = 2;

@@ -45,7 +45,7 @@ use xdprobe_host::stack::matcher::{FlowReport, MatchCounters, Matcher, RawSample
 use xdprobe_host::stack::output::{self, Comms};
 use xdprobe_host::stack::probe::StackProbe;
 
-use crate::live::sink::JsonItem;
+use super::join::{HostLine, JsonItem};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -554,10 +554,10 @@ impl Run {
             self.pending.push(host_record(&cross, &self.wall));
         }
         if let Some(j) = &self.json {
-            let _ = j.try_send(JsonItem::Host {
+            let _ = j.try_send(JsonItem::Other(HostLine {
                 line,
                 join: Some(join),
-            });
+            }));
         }
     }
 
@@ -586,7 +586,7 @@ impl Run {
             line["type"] = "connect".into();
             line["start_us"] = self.wall.unix_us(c.start_ns).into();
             line["host"] = self.agent.clone().into();
-            let _ = j.try_send(JsonItem::Host { line, join: None });
+            let _ = j.try_send(JsonItem::Other(HostLine { line, join: None }));
         }
     }
 }

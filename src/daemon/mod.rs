@@ -32,13 +32,21 @@ use xdprobe_dataplane::FlowConfig;
 use xdprobe_dataplane::source::afxdp::{BindMode, XskError, XskOptions, XskSocket};
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ExporterError, ProbeCounters};
 
-use super::{
-    privs::{self, PrivError},
-    prom::{Limits, Metrics, MetricsServer, QueueReport, Report, ReportCollector},
+use xdprobe_capture::{
     sink::{RecordSink, spawn_json_writer},
-    worker::{Control, QueueWorker, Snapshot},
+    worker::queue::{Control, QueueWorker, Snapshot},
     xdp::{AttachMode, XdpError, XdpFilter, XdpOptions, XdpProgram},
 };
+
+use crate::prom::{Limits, Metrics, MetricsServer};
+use join::{Joining, JsonItem};
+use privs::PrivError;
+use report::{QueueReport, Report, ReportCollector, TsRttSummary};
+
+pub mod host;
+pub mod join;
+pub mod privs;
+pub mod report;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -65,7 +73,7 @@ pub enum DaemonError {
     #[error(transparent)]
     Memory(#[from] crate::budget::TooLarge),
     #[error(transparent)]
-    Host(#[from] crate::live::host::HostError),
+    Host(#[from] host::HostError),
     #[error("JSON output {path}")]
     Json {
         path: String,
@@ -216,8 +224,8 @@ fn handoff_for(iface: &xdprobe_config::Interface, no_handoff: bool) -> (bool, St
     match iface.handoff {
         Handoff::On => (true, "handoff = \"on\"".into()),
         Handoff::Off => (false, "handoff = \"off\"".into()),
-        Handoff::Auto => match crate::live::rss::query(&iface.name) {
-            Ok(rss @ crate::live::rss::Rss::Symmetric(_)) => (false, rss.to_string()),
+        Handoff::Auto => match xdprobe_capture::rss::query(&iface.name) {
+            Ok(rss @ xdprobe_capture::rss::Rss::Symmetric(_)) => (false, rss.to_string()),
             Ok(rss) => (true, rss.to_string()),
             Err(e) => (true, format!("RSS configuration unreadable: {e}")),
         },
@@ -272,8 +280,8 @@ fn spawn_workers(
     captures: &mut [Capture],
     opts: &RunOptions,
     exporter: Option<&Exporter>,
-    json: Option<&crossbeam_channel::Sender<crate::live::sink::JsonItem>>,
-    conns: Option<&Arc<crate::live::host::Conns>>,
+    json: Option<&crossbeam_channel::Sender<JsonItem>>,
+    conns: Option<&Arc<host::Conns>>,
     control: &Arc<Control>,
 ) -> Result<Running, DaemonError> {
     let flow = flow_config(cfg);
@@ -286,7 +294,7 @@ fn spawn_workers(
     for (cap, iface) in captures.iter_mut().zip(&cfg.interfaces) {
         let n = cap.sockets.len();
         let ways = if cap.handoff { n } else { 1 };
-        let (mut producers, mut merges) = crate::live::merge::mesh(ways);
+        let (mut producers, mut merges) = xdprobe_capture::handoff::merge::mesh(ways);
         for (i, (queue, core, socket)) in cap.sockets.drain(..).enumerate() {
             let published = Arc::new(Mutex::new(Snapshot {
                 queue,
@@ -300,7 +308,7 @@ fn spawn_workers(
                 socket,
                 flow: flow.clone(),
                 sink: RecordSink::new(exporter.map(Exporter::sender), json.cloned())
-                    .with_conns(conns.cloned()),
+                    .with_conns(conns.map(|c| c.clone() as _)),
                 producers: producers.get_mut(i).map(std::mem::take).unwrap_or_default(),
                 merge: merges.get_mut(i).and_then(Option::take),
                 control: control.clone(),
@@ -369,7 +377,7 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
         .check(crate::budget::available())?;
     let mut captures = set_up(&cfg, opts.no_handoff)?;
     // The host probes attach while the privileges are still held.
-    let host_probes = crate::live::host::HostProbes::open(&cfg)?;
+    let host_probes = host::HostProbes::open(&cfg)?;
     let metrics = if cfg.metrics.enabled {
         Some(MetricsServer::bind(cfg.metrics.listen).map_err(DaemonError::Metrics)?)
     } else {
@@ -392,7 +400,7 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
             spawn_json_writer(
                 Box::new(std::io::stdout()),
                 cfg.export.channel_capacity,
-                host_probes.is_some(),
+                Joining::new(host_probes.is_some()),
             )
             .map_err(DaemonError::Thread)?,
         ),
@@ -400,7 +408,7 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
             spawn_json_writer(
                 Box::new(f),
                 cfg.export.channel_capacity,
-                host_probes.is_some(),
+                Joining::new(host_probes.is_some()),
             )
             .map_err(DaemonError::Thread)?,
         ),
@@ -409,7 +417,7 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     let control = Arc::new(Control::default());
     let conns = host_probes
         .as_ref()
-        .map(|_| Arc::new(crate::live::host::Conns::default()));
+        .map(|_| Arc::new(host::Conns::default()));
     let running = spawn_workers(
         &cfg,
         &mut captures,
@@ -420,7 +428,7 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
         &control,
     )?;
     let host = match (host_probes, conns) {
-        (Some(p), Some(c)) => Some(crate::live::host::HostAgent::spawn(
+        (Some(p), Some(c)) => Some(host::HostAgent::spawn(
             p,
             json.as_ref().map(|(tx, _)| tx.clone()),
             c,
@@ -430,9 +438,9 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     let report = Arc::new(Mutex::new(Report::default()));
     let registry = Metrics::new();
     registry.register(ReportCollector(report.clone()));
-    registry.register_summary(crate::live::prom::TsRttSummary(report.clone()));
+    registry.register_summary(TsRttSummary(report.clone()));
     if let Some(h) = &host {
-        registry.register(crate::live::host::HostCollector(h.metrics.clone()));
+        registry.register(host::HostCollector(h.metrics.clone()));
     }
     let _prom = match metrics {
         Some((l, _)) => Some(

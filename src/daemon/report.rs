@@ -12,7 +12,9 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use xdprobe_common::XdpCounters;
 
-use crate::live::worker::Snapshot;
+use xdprobe_capture::worker::queue::Snapshot;
+
+use crate::prom::{SummaryFamily, SummaryPoint};
 
 /// One queue's view: its worker's snapshot (with its socket's statistics).
 #[derive(Clone, Debug, Default)]
@@ -224,7 +226,7 @@ impl Collector for ReportCollector {
 #[derive(Debug, Clone)]
 pub struct TsRttSummary(pub Arc<Mutex<Report>>);
 
-impl super::SummaryFamily for TsRttSummary {
+impl SummaryFamily for TsRttSummary {
     fn describe(&self) -> (&'static str, &'static str) {
         (
             "xdprobe_tcp_ts_rtt_seconds",
@@ -232,7 +234,7 @@ impl super::SummaryFamily for TsRttSummary {
         )
     }
 
-    fn points(&self) -> Vec<super::SummaryPoint> {
+    fn points(&self) -> Vec<SummaryPoint> {
         let Ok(r) = self.0.lock() else {
             return Vec::new();
         };
@@ -243,7 +245,7 @@ impl super::SummaryFamily for TsRttSummary {
             for (leg, t) in [("server", ts.server()), ("client", ts.client())] {
                 let [iface, queue] = queue_labels(q);
                 let w = t.last_window.map(|(s, _)| s).unwrap_or_default();
-                v.push(super::SummaryPoint {
+                v.push(SummaryPoint {
                     labels: vec![iface, queue, ("leg", leg.to_owned())],
                     quantiles: vec![(0.5, secs(w.p50_us)), (0.9, secs(w.p90_us))],
                     sum: t.sum_us as f64 / 1e6,
@@ -292,5 +294,47 @@ impl Report {
                 f + s.frags.evicted,
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prom::Metrics;
+
+    #[test]
+    fn report_families_render_with_labels_and_totals() {
+        let report = Arc::new(Mutex::new(Report {
+            xdp: vec![(
+                "eth1".into(),
+                XdpCounters {
+                    seen: 7,
+                    ..XdpCounters::default()
+                },
+            )],
+            queues: vec![QueueReport {
+                iface: "eth1".into(),
+                worker: Snapshot {
+                    queue: 3,
+                    ..Snapshot::default()
+                },
+            }],
+        }));
+        report.lock().unwrap().queues[0].worker.flows.table.evicted = 42;
+        let m = Metrics::new();
+        m.register(ReportCollector(report));
+        let text = m.render().unwrap();
+        assert!(
+            text.contains("# TYPE xdprobe_xdp_packets counter"),
+            "{text}"
+        );
+        assert!(text.contains("xdprobe_xdp_packets_total{iface=\"eth1\",result=\"seen\"} 7"));
+        assert!(text.contains("xdprobe_worker_flows_evicted_total{iface=\"eth1\",queue=\"3\"} 42"));
+        assert!(
+            text.contains("xdprobe_worker_fragments_evicted_total{iface=\"eth1\",queue=\"3\"} 0")
+        );
+        assert!(text.contains("xdprobe_worker_parse_drops_total{iface=\"eth1\",queue=\"3\",reason=\"timestamp_out_of_range\"} 0"));
+        assert!(text.contains("xdprobe_worker_active_flows{iface=\"eth1\",queue=\"3\"} 0"));
+        assert!(text.ends_with("# EOF\n"));
     }
 }

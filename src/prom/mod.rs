@@ -1,18 +1,18 @@
-//! The metrics endpoint: one [`Registry`] that every subsystem adds its
-//! metric families to (the capture's own in `report`; more with
+//! The metrics endpoint of the daemon and the manager: one [`Registry`]
+//! that every subsystem adds its metric families to (the capture's in
+//! `daemon::report`, the host agent's, the manager's; with
 //! [`Metrics::register`], before or after the server starts), served as
 //! OpenMetrics text at `GET /metrics` by `server`, whose connection limit
 //! and timeouts keep idle, slow or oversized clients from blinding it.
 //!
 //! A subsystem adds a family by implementing
 //! [`prometheus_client::collector::Collector`] (values read at scrape
-//! time, as `report::ReportCollector` does) or by registering live
+//! time, as `daemon::report::ReportCollector` does) or by registering live
 //! `prometheus_client` metrics (counters it increments itself) through
 //! [`Metrics::with_registry`]. `prometheus_client` has no summary type:
 //! a subsystem that keeps its own quantiles adds a [`SummaryFamily`],
 //! rendered in OpenMetrics summary form after the registry's families.
 
-mod report;
 mod server;
 
 use std::sync::{Arc, RwLock};
@@ -20,7 +20,6 @@ use std::sync::{Arc, RwLock};
 use prometheus_client::collector::Collector;
 use prometheus_client::registry::Registry;
 
-pub use report::{QueueReport, Report, ReportCollector, TsRttSummary};
 pub use server::{Limits, MetricsServer};
 
 /// The shared registry: scrapes read it, subsystems register into it.
@@ -134,47 +133,7 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use super::*;
-    use crate::live::worker::Snapshot;
-    use xdprobe_common::XdpCounters;
-
-    #[test]
-    fn report_families_render_with_labels_and_totals() {
-        let report = Arc::new(Mutex::new(Report {
-            xdp: vec![(
-                "eth1".into(),
-                XdpCounters {
-                    seen: 7,
-                    ..XdpCounters::default()
-                },
-            )],
-            queues: vec![QueueReport {
-                iface: "eth1".into(),
-                worker: Snapshot {
-                    queue: 3,
-                    ..Snapshot::default()
-                },
-            }],
-        }));
-        report.lock().unwrap().queues[0].worker.flows.table.evicted = 42;
-        let m = Metrics::new();
-        m.register(ReportCollector(report));
-        let text = m.render().unwrap();
-        assert!(
-            text.contains("# TYPE xdprobe_xdp_packets counter"),
-            "{text}"
-        );
-        assert!(text.contains("xdprobe_xdp_packets_total{iface=\"eth1\",result=\"seen\"} 7"));
-        assert!(text.contains("xdprobe_worker_flows_evicted_total{iface=\"eth1\",queue=\"3\"} 42"));
-        assert!(
-            text.contains("xdprobe_worker_fragments_evicted_total{iface=\"eth1\",queue=\"3\"} 0")
-        );
-        assert!(text.contains("xdprobe_worker_parse_drops_total{iface=\"eth1\",queue=\"3\",reason=\"timestamp_out_of_range\"} 0"));
-        assert!(text.contains("xdprobe_worker_active_flows{iface=\"eth1\",queue=\"3\"} 0"));
-        assert!(text.ends_with("# EOF\n"));
-    }
 
     #[test]
     fn another_subsystem_adds_its_family_to_the_same_endpoint() {

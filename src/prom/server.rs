@@ -38,7 +38,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use tokio::sync::oneshot;
 
 use super::Metrics;
-use crate::live::lograte::{ERROR_LOG_EVERY, LogEvery};
+use xdprobe_capture::lograte::{ERROR_LOG_EVERY, LogEvery};
 
 /// Connection limits and timeouts.
 #[derive(Clone, Copy, Debug)]

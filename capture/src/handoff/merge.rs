@@ -25,10 +25,8 @@ use std::sync::{
 
 use xdprobe_dataplane::{Timestamp, parse::LinkType, source::Frame, worker::BATCH};
 
-use super::{
-    clock::unix_now,
-    handoff::{Consumer, LANE_SLOTS, Lane, Producer, RING_SLOTS, Source, ring},
-};
+use super::queue::{Consumer, LANE_SLOTS, Lane, Producer, RING_SLOTS, Source, ring};
+use crate::clock::unix_now;
 
 /// Longest a frame waits for a silent source's watermark: the same window
 /// capture files are put in order within (`source::reorder`).

@@ -78,8 +78,8 @@ use xdprobe_dataplane::{
     worker::BATCH,
 };
 
-use super::ring::{self, Consumer, FRAMES, FrameRef, Next, Producer};
-use crate::live::steer;
+use crate::handoff::file::{self as ring, Consumer, FRAMES, FrameRef, Next, Producer};
+use crate::steer;
 
 /// The reader sends every worker its clock at least this often (frames
 /// read), in an empty batch when it has no frames for it.

@@ -23,11 +23,13 @@ use xdprobe_dataplane::{
     worker::BATCH,
 };
 
-use super::{
+use crate::{
     clock::{TaiClock, unix_now},
-    handoff::{Producer, Waiting},
+    handoff::{
+        merge::Merge,
+        queue::{Producer, Waiting},
+    },
     lograte::{ERROR_LOG_EVERY, LogEvery},
-    merge::Merge,
     sink::RecordSink,
     steer,
 };
@@ -83,14 +85,15 @@ pub struct Control {
     pub flow_generation: AtomicUsize,
 }
 
-/// Everything one worker thread needs; built by the daemon.
-pub struct QueueWorker {
+/// Everything one worker thread needs; built by the daemon. `T`: the
+/// lines its JSON writer takes besides records (`sink::JsonItem`).
+pub struct QueueWorker<T = std::convert::Infallible> {
     pub index: usize,
     pub workers: usize,
     pub core: Option<usize>,
     pub socket: XskSocket,
     pub flow: FlowConfig,
-    pub sink: RecordSink,
+    pub sink: RecordSink<T>,
     /// `producers[j]`: ring to worker j (`None` for this worker: its own
     /// frames go into its merge's lane); empty when hand-off is off.
     pub producers: Vec<Option<Producer>>,
@@ -108,7 +111,7 @@ pub struct QueueWorker {
 /// Poll timeout while frames wait in the merge for other workers.
 const SHORT_WAIT: Duration = Duration::from_millis(1);
 
-impl QueueWorker {
+impl<T> QueueWorker<T> {
     /// The thread body: read and account until the daemon says stop, then
     /// drain the hand-off and end every flow. Returns the final snapshot.
     pub fn run(mut self) -> Snapshot {
@@ -350,9 +353,9 @@ fn hand(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::{
-        handoff::{Lane, Source, ring},
+    use crate::handoff::{
         merge::Marks,
+        queue::{Lane, Source, ring},
     };
 
     fn frame(tag: u8) -> Waiting<'static> {

@@ -109,7 +109,7 @@ fn every_corpus_capture_gives_the_same_records_on_1_2_and_3_workers() {
             check_same(f, &one, &many, &format!("--workers {n}"));
             // Short timeouts (expiry inside the captures): every packet and
             // byte in the same flow key and direction, and the same span;
-            // where records are cut may differ (see `offline::spread`).
+            // where records are cut may differ (see `xdprobe_capture::worker::file`).
             let many_short = sorted_lines(f, &[&["--workers", n][..], &SHORT[..]].concat());
             assert_eq!(
                 totals(&one_short),

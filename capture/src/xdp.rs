@@ -1,7 +1,8 @@
 //! Loads xdprobe's XDP program, sets its filters, attaches it to the
 //! capture interface and reads its counters.
 //!
-//! The object is built by the root `build.rs` (aya_build) and embedded here.
+//! The object is built by this crate's `build.rs` (aya_build) and embedded
+//! here.
 //! Filters are data, not code: VLANs, prefixes and ports go into maps, the
 //! switches into a read-only global, so a new filter never means a rebuild.
 

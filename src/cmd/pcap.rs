@@ -12,13 +12,12 @@ use clap::ValueEnum;
 use xdprobe::budget::{self, Estimate};
 use xdprobe_dataplane::output::{Format, RecordWriter};
 use xdprobe_dataplane::source::{Frame, pcap::Capture};
-use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker, WorkerStats};
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ProbeCounters};
 
 use super::pcap_filter::FrameFilter;
 use super::pcap_progress::Progress;
-use xdprobe_capture::worker::file::ReadStop;
+use xdprobe_capture::worker::file::{self, ReadStop};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
@@ -156,7 +155,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     let mut out_err: Option<io::Error> = None;
     let started = Instant::now();
     let mut progress = Progress::new(&args.file, !args.no_progress);
-    let mut workers = (0..n_workers)
+    let workers = (0..n_workers)
         .map(|_| Worker::try_new(&flow))
         .collect::<Result<Vec<_>, _>>()?;
     let (stats, read_result) = {
@@ -195,30 +194,13 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             progress.batch(|| offset);
             Ok::<usize, xdprobe_filter::FilterError>(kept)
         };
-        match workers.pop() {
-            Some(mut worker) if workers.is_empty() => {
-                let mut emit = |rec| output(Some(rec));
-                let read_result = read_one_worker(&mut reader, &mut worker, &mut emit, &mut hook);
-                // Flows seen so far are emitted even when the file is cut or corrupt.
-                worker.flush(&mut emit);
-                (vec![worker.stats()], read_result)
-            }
-            Some(last) => {
-                workers.push(last);
-                let o = xdprobe_capture::worker::file::run(
-                    &mut reader,
-                    workers,
-                    &mut output,
-                    &mut hook,
-                );
-                let read_result = o.read_result.map_err(|e| match e {
-                    ReadStop::Capture(e) => ReadError::Capture(e),
-                    ReadStop::Hook(e) => ReadError::Filter(e),
-                });
-                (o.workers, read_result)
-            }
-            None => unreachable!("at least one worker"),
-        }
+        // Flows seen so far are emitted even when the file is cut or corrupt.
+        let o = file::run(&mut reader, workers, &mut output, &mut hook);
+        let read_result = o.read_result.map_err(|e| match e {
+            ReadStop::Capture(e) => ReadError::Capture(e),
+            ReadStop::Hook(e) => ReadError::Filter(e),
+        });
+        (o.workers, read_result)
     };
     let elapsed = started.elapsed();
     progress.finish();
@@ -235,7 +217,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         Some(e) => return Err(e).context("writing records"),
         None => {}
     }
-    let total = sum_stats(&stats);
+    let total = WorkerStats::total(&stats);
     if args.stats {
         print_stats(&total, &stats, filter.as_ref(), &reader, elapsed);
     }
@@ -277,17 +259,8 @@ fn check_memory(
         );
     }
     if n_workers > 1 {
-        let per_slot = size_of::<xdprobe_capture::handoff::file::Batch>() as u64
-            + if reader.is_stream() {
-                xdprobe_capture::handoff::file::ARENA_BYTES as u64
-            } else {
-                0
-            };
-        estimate.add(
-            "worker rings",
-            n_workers as u64,
-            per_slot * xdprobe_capture::handoff::file::SLOTS as u64,
-        );
+        let ring = xdprobe_capture::handoff::file::bytes_per_ring(reader.is_stream());
+        estimate.add("worker rings", n_workers as u64, ring as u64);
     }
     estimate.check(budget::available())?;
     Ok(())
@@ -320,30 +293,6 @@ fn start_exporter(args: &PcapArgs) -> anyhow::Result<Option<(Exporter, Arc<Probe
     };
     let exporter = Exporter::spawn(cfg).context("starting the exporter")?;
     Ok(Some((exporter, counters)))
-}
-
-/// One worker on the reading thread: batches straight from the reader,
-/// through the filter and progress `hook`, into the worker.
-fn read_one_worker(
-    reader: &mut Capture,
-    worker: &mut Worker,
-    emit: &mut impl FnMut(FlowRecord),
-    hook: &mut impl FnMut(&mut [Frame<'_>], u64) -> Result<usize, xdprobe_filter::FilterError>,
-) -> Result<(), ReadError> {
-    loop {
-        let mut batch = [Frame::default(); BATCH];
-        // Where this batch starts (the batch borrows the reader after).
-        let offset = reader.offset();
-        let n = match reader.next_batch(&mut batch) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) => return Err(ReadError::Capture(e)),
-        };
-        match hook(&mut batch[..n], offset) {
-            Ok(kept) => worker.on_batch(&batch[..kept], emit),
-            Err(e) => return Err(ReadError::Filter(e)),
-        }
-    }
 }
 
 /// `--stats`: the summary, what the filter took out, per worker, and the
@@ -403,30 +352,6 @@ enum ReadError {
     /// The filter has no meaning for a link type the file uses (exit 2, as
     /// for a bad expression).
     Filter(xdprobe_filter::FilterError),
-}
-
-/// The workers' counters added up (the timestamp-RTT summaries are summed
-/// where `print_summary` reads them: sample and event counts).
-fn sum_stats(all: &[WorkerStats]) -> WorkerStats {
-    let mut it = all.iter();
-    let mut t = it.next().cloned().unwrap_or_default();
-    for s in it {
-        t.frames += s.frames;
-        t.table.packets += s.table.packets;
-        t.table.bytes += s.table.bytes;
-        t.table.flows_created += s.table.flows_created;
-        t.table.records += s.table.records;
-        t.table.evicted += s.table.evicted;
-        t.active_flows += s.active_flows;
-        t.drops.merge(&s.drops);
-        t.ip_length_clamped += s.ip_length_clamped;
-        t.frags.attributed += s.frags.attributed;
-        t.frags.unattributed += s.frags.unattributed;
-        t.frags.evicted += s.frags.evicted;
-        t.frags.expired += s.frags.expired;
-        t.ts_rtt.absorb(&s.ts_rtt);
-    }
-    t
 }
 
 fn print_per_worker(all: &[WorkerStats]) {

@@ -4,7 +4,7 @@
 //! whole batch and gives the slot back with one Release store. Per frame
 //! there is no atomic operation, no lock and no allocation. The producer
 //! end moves between threads (the workers take turns at reading, under a
-//! lock, `spread`): the lock orders one holder's use of it before the
+//! lock, `crate::worker::file`): the lock orders one holder's use of it before the
 //! next's, so it still has one user at a time.
 //!
 //! A frame reference is the frame's place in the mapped file (a view, not a
@@ -32,6 +32,13 @@ pub const SLOTS: usize = 16;
 /// Bytes of a slot's arena for streamed input: one largest frame, so any
 /// frame fits in an empty slot.
 pub const ARENA_BYTES: usize = MAX_CAPLEN as usize;
+
+/// Bytes one worker's ring allocates: its slots, with an arena each for
+/// streamed input (a mapped file's frames are read in place).
+pub fn bytes_per_ring(stream: bool) -> usize {
+    let arena = if stream { ARENA_BYTES } else { 0 };
+    (std::mem::size_of::<Batch>() + arena) * SLOTS
+}
 
 /// Where a frame's bytes are and what the reader knew of it.
 #[derive(Clone, Copy, Debug, Default)]

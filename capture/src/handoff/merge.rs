@@ -6,7 +6,7 @@
 //! care, the owner could account a SYN+ACK handed over from another queue
 //! after the ACK that answers it from its own. So, with hand-off on, the
 //! frames a worker owns wait in per-source FIFOs (its own lane, and one
-//! ring from each other worker: `handoff`), and the owner takes the oldest
+//! ring from each other worker: `super::queue`), and the owner takes the oldest
 //! head among them, but only once no source can still produce an older
 //! frame: each source publishes a watermark, "every frame I read stamped up
 //! to here is already in the rings". A source that stays quiet longer than

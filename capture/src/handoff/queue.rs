@@ -1,5 +1,5 @@
 //! Where the frames a worker owns wait for the time-ordered merge
-//! (`merge`): lock-free single-producer single-consumer rings that carry
+//! (`super::merge`): lock-free single-producer single-consumer rings that carry
 //! frames from the worker that received them to the worker that owns their
 //! flow, and one local lane per worker for the frames it owns itself.
 //!

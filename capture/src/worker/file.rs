@@ -1,4 +1,5 @@
-//! `xdprobe pcap --workers N` for N > 1: N worker threads, and the calling
+//! `xdprobe pcap --workers N`: with one worker, the calling thread reads
+//! and accounts ([`run_one`]); for N > 1, N worker threads, and the calling
 //! thread writing their records.
 //!
 //! # Who reads
@@ -15,7 +16,7 @@
 //!
 //! # Same records as one worker
 //! A flow's packets all reach one worker (the steering hash is symmetric
-//! and covers fragments, see `live::steer`), in file order, so each flow
+//! and covers fragments, see `crate::steer`), in file order, so each flow
 //! sees the packets a single worker would give it, in the same order.
 //! Expiry runs on packet time: a worker's table takes its time from its
 //! own packets *and* from the clock stamped on every batch (the newest
@@ -150,19 +151,24 @@ impl Backoff {
     }
 }
 
-/// Runs `reader` through `workers` (already built, one thread each, which
-/// take turns at reading); finished records go to `output` on the calling thread as
-/// `Some(record)`, and `None` whenever no record is waiting (a moment to
-/// flush buffered output, so records of a slow stream appear as flows end).
-/// `hook` sees every batch, on the worker reading it, before it is steered, with
-/// the reader's byte offset: it keeps the frames it wants at the front and
-/// returns how many (a capture filter; a progress bar).
+/// Runs `reader` through `workers` (already built: one thread each, which
+/// take turns at reading; one alone runs on the calling thread). Finished
+/// records go to `output` on the calling thread as `Some(record)`, and,
+/// with several workers, `None` whenever no record is waiting (a moment to
+/// flush buffered output, so records of a slow stream appear as flows
+/// end). `hook` sees every batch, on the worker reading it, before it is
+/// steered, with the reader's byte offset: it keeps the frames it wants at
+/// the front and returns how many (a capture filter; a progress bar). The
+/// flows read before an error in the input are still emitted.
 pub fn run<E: Send>(
     reader: &mut Capture,
-    workers: Vec<Worker>,
+    mut workers: Vec<Worker>,
     output: &mut impl FnMut(Option<FlowRecord>),
     hook: &mut (impl FnMut(&mut [Frame<'_>], u64) -> Result<usize, E> + Send),
 ) -> Outcome<E> {
+    if let [worker] = workers.as_mut_slice() {
+        return run_one(reader, worker, &mut |rec| output(Some(rec)), hook);
+    }
     let n = workers.len();
     let map = reader.shared_map();
     let stream = map.is_none();
@@ -496,4 +502,36 @@ where
         let _ = tx.send(out);
     }
     worker.stats()
+}
+
+/// One worker on the calling thread: batches straight from the reader,
+/// through `hook`, into the worker, whose flows are then flushed (also
+/// after an error in the input).
+pub fn run_one<E>(
+    reader: &mut Capture,
+    worker: &mut Worker,
+    emit: &mut impl FnMut(FlowRecord),
+    hook: &mut impl FnMut(&mut [Frame<'_>], u64) -> Result<usize, E>,
+) -> Outcome<E> {
+    let read_result = loop {
+        let mut batch = [Frame::default(); BATCH];
+        // Where this batch starts (the batch borrows the reader after).
+        let offset = reader.offset();
+        let n = match reader.next_batch(&mut batch) {
+            Ok(0) => break Ok(()),
+            Ok(n) => n,
+            Err(e) => break Err(ReadStop::Capture(e)),
+        };
+        match hook(&mut batch[..n], offset) {
+            Ok(kept) => worker.on_batch(&batch[..kept], emit),
+            Err(e) => break Err(ReadStop::Hook(e)),
+        }
+    };
+    worker.flush(emit);
+    let stats = worker.stats();
+    Outcome {
+        sent: vec![stats.frames],
+        workers: vec![stats],
+        read_result,
+    }
 }

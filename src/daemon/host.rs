@@ -120,6 +120,13 @@ impl Conns {
     }
 }
 
+/// The workers' sinks look up the process of a connection here.
+impl xdprobe_capture::sink::Processes for Conns {
+    fn process(&self, a: (IpAddr, u16), b: (IpAddr, u16)) -> Option<Process> {
+        self.get(a, b)
+    }
+}
+
 /// What the agent counted, for the metrics endpoint.
 #[derive(Clone, Debug, Default)]
 pub struct HostMetrics {

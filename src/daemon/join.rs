@@ -3,17 +3,14 @@
 //! `joined` line when a `host_stack` report and the wire record of the same
 //! connection have both been seen (`xdprobe_host::fleet::join`), as the
 //! cross-host manager writes it. The capture crate's writer runs this as
-//! its [`Companion`]; the workers' sinks look up a connection's process in
-//! the host agent's [`Conns`].
+//! its [`Companion`]. (The workers' sinks look a connection's process up in
+//! the host agent's `host::Conns`.)
 
 use std::io::Write;
-use std::net::IpAddr;
 
-use xdprobe_capture::sink::{Companion, Processes};
-use xdprobe_dataplane::{FlowRecord, Process};
+use xdprobe_capture::sink::Companion;
+use xdprobe_dataplane::FlowRecord;
 use xdprobe_host::fleet::join::{Host, Joined, Joiner, Wire};
-
-use super::host::Conns;
 
 /// One line of the JSON output: a wire record or a host agent's line.
 pub type JsonItem = xdprobe_capture::sink::JsonItem<HostLine>;
@@ -86,12 +83,6 @@ impl Companion for Joining {
         };
         let joined = self.joiner.wire(wire, now_us());
         Self::write_joined(joined, out)
-    }
-}
-
-impl Processes for Conns {
-    fn process(&self, a: (IpAddr, u16), b: (IpAddr, u16)) -> Option<Process> {
-        self.get(a, b)
     }
 }
 

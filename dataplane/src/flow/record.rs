@@ -91,7 +91,7 @@ pub struct DirStats {
 
 /// Network performance metrics of one record, microseconds. `None` = not
 /// measured (exported as null / absent), never a fake 0, except where
-/// `npm-metrics.md` says 0.
+/// `docs/spec/npm-metrics.md` says 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Npm {
     pub rtt_us: Option<u32>,

@@ -1,4 +1,4 @@
-//! Live-capture benchmark (BENCHMARKS.md, "Live capture"). Ignored by
+//! Live-capture benchmark (benches/LOG.md, "Live capture"). Ignored by
 //! default; run as root with
 //! `cargo test --release -p xdprobe --test live_bench -- --ignored --nocapture`.
 //!

@@ -10,7 +10,7 @@
 //! then goes back to its ring. So the reading is done by whichever worker
 //! has the least to do, on the cores there are: a thread of its own was a
 //! third busy thread on two cores, and on the bench file two workers took
-//! 16 % less wall time and 12 % less CPU without it (`BENCHMARKS.md`). The
+//! 16 % less wall time and 12 % less CPU without it (`benches/LOG.md`). The
 //! lock is taken once per chunk, never per packet; a worker that finds it
 //! held has nothing to do but wait for frames anyway.
 //!

@@ -13,7 +13,6 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-use host_support::loaded_host_programs;
 use live_support::{
     probe::{Probe, ProbeOpts},
     require_root,
@@ -26,11 +25,10 @@ const CONNS: usize = 3;
 
 #[test]
 fn wire_records_and_the_hosts_layers_come_out_joined() {
-    if !require_root("wire_records_and_the_hosts_layers_come_out_joined") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
-    let before = loaded_host_programs();
     let tmp = TempDir::new("host_daemon");
     let b = Bench::new(1, None, &tmp.0);
     let ipfix = tmp.0.join("wire.ipfix");
@@ -89,10 +87,13 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
     // FIN + the probe's 1 s linger, then the host report's hold.
     std::thread::sleep(Duration::from_millis(2500));
     let metrics = probe.metrics(&b.p);
+    // The daemon's own programs (other tests may load theirs meanwhile).
+    let ours = host_support::host_programs_of(probe.child.id());
+    assert!(!ours.is_empty(), "the daemon holds its host programs");
     signal(probe.child.id(), libc::SIGTERM);
-    let st = wait_exit(&mut probe.child, Duration::from_secs(20), "xdprobe run");
+    let st = wait_exit(probe.child.child(), Duration::from_secs(20), "xdprobe run");
     assert!(st.success(), "{}", probe.log_text());
-    let left = host_support::left_loaded(&before);
+    let left = host_support::still_loaded(&ours);
     assert!(left.is_empty(), "the host programs are gone: {left:?}");
 
     let lines: Vec<Value> = std::fs::read_to_string(&probe.json)
@@ -279,11 +280,10 @@ fn ipfix_set_ids(bytes: &[u8]) -> Vec<u16> {
 /// nothing loaded.
 #[test]
 fn the_daemon_keeps_sampling_windows() {
-    if !require_root("the_daemon_keeps_sampling_windows") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
-    let before = loaded_host_programs();
     let tmp = TempDir::new("host_daemon_win");
     let b = Bench::new(1, None, &tmp.0);
     let host = format!(
@@ -329,10 +329,13 @@ fn the_daemon_keeps_sampling_windows() {
     let secs = started.elapsed().as_secs_f64();
     std::thread::sleep(Duration::from_millis(2500));
     let metrics = probe.metrics(&b.p);
+    // The daemon's own programs (other tests may load theirs meanwhile).
+    let ours = host_support::host_programs_of(probe.child.id());
+    assert!(!ours.is_empty(), "the daemon holds its host programs");
     signal(probe.child.id(), libc::SIGTERM);
-    let st = wait_exit(&mut probe.child, Duration::from_secs(20), "xdprobe run");
+    let st = wait_exit(probe.child.child(), Duration::from_secs(20), "xdprobe run");
     assert!(st.success(), "{}", probe.log_text());
-    let left = host_support::left_loaded(&before);
+    let left = host_support::still_loaded(&ours);
     assert!(left.is_empty(), "the host programs are gone: {left:?}");
 
     let count = |name: &str| -> f64 {

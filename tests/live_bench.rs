@@ -335,7 +335,7 @@ fn mpps(n: u64) -> f64 {
 #[test]
 #[ignore = "benchmark: run with --release --ignored --nocapture"]
 fn live_capture_rates() {
-    if !require_root("live_capture_rates") {
+    if !require_root!() {
         return;
     }
     let s = setup(1);

@@ -480,7 +480,7 @@ fn two_way(records: &[Value]) -> usize {
 fn live_two_queues_handoff_key_takes_effect() {
     let _serial = xdprobe_test_support::serial();
     let test = "live_two_queues_handoff_key_takes_effect";
-    if !require_root(test) {
+    if !require_root!() {
         return;
     }
     let tmp = TempDir::new(test);

@@ -152,7 +152,7 @@ fn pcap_run(pcap: &Path) -> (Vec<Value>, BTreeMap<String, u64>) {
 
 #[test]
 fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
-    if !require_root("every_encapsulation_reaches_a_worker_and_matches_the_file") {
+    if !require_root!() {
         return;
     }
     let tmp = TempDir::new("live_encap");

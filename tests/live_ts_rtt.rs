@@ -336,7 +336,7 @@ fn median(mut v: Vec<u64>) -> Option<u64> {
 
 #[test]
 fn live_ts_rtt_follows_the_delay_and_agrees_with_the_kernels_srtt() {
-    if !require_root("live_ts_rtt") {
+    if !require_root!() {
         return;
     }
     let tmp = TempDir::new("live-tsrtt");

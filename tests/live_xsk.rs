@@ -16,7 +16,7 @@ use xdprobe_dataplane::source::afxdp::{BindMode, XskOptions, XskSocket};
 
 #[test]
 fn af_xdp_receives_every_frame_with_an_xdp_timestamp() {
-    if !require_root("af_xdp_receives_every_frame_with_an_xdp_timestamp") {
+    if !require_root!() {
         return;
     }
     let tx = NetNs::new("xst");

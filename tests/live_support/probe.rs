@@ -6,7 +6,7 @@ use std::{
     io::{Read, Write},
     net::TcpStream,
     path::{Path, PathBuf},
-    process::{Child, Stdio},
+    process::Stdio,
     time::Duration,
 };
 
@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::{
     NetNs,
-    topo::{signal, wait_exit, wait_for},
+    topo::{ChildGuard, wait_for},
 };
 
 pub struct ProbeOpts<'a> {
@@ -35,7 +35,7 @@ pub struct ProbeOpts<'a> {
 }
 
 pub struct Probe {
-    pub child: Child,
+    pub child: ChildGuard,
     pub json: PathBuf,
     pub log: PathBuf,
     pub metrics_port: u16,
@@ -117,14 +117,14 @@ impl Probe {
             .spawn()
             .expect("spawn xdprobe run");
         let mut p = Probe {
-            child,
+            child: ChildGuard::new(child),
             json,
             log,
             metrics_port: o.metrics_port,
         };
         let log = p.log.clone();
         wait_for(Duration::from_secs(20), "xdprobe running", || {
-            if let Ok(Some(st)) = p.child.try_wait() {
+            if let Ok(Some(st)) = p.child.child().try_wait() {
                 panic!(
                     "xdprobe run exited early ({st}):\n{}",
                     std::fs::read_to_string(&log).unwrap_or_default()
@@ -137,7 +137,7 @@ impl Probe {
     }
 
     fn child_check(&mut self) {
-        if let Ok(Some(st)) = self.child.try_wait() {
+        if let Ok(Some(st)) = self.child.child().try_wait() {
             panic!("xdprobe exited: {st}\n{}", self.log_text());
         }
     }
@@ -163,21 +163,14 @@ impl Probe {
 
     /// SIGTERM, wait for a clean exit, return the JSON records.
     pub fn stop(mut self) -> (std::process::ExitStatus, Vec<Value>, String) {
-        signal(self.child.id(), libc::SIGTERM);
-        let st = wait_exit(&mut self.child, Duration::from_secs(20), "xdprobe run");
+        self.child.signal(libc::SIGTERM);
+        let st = self.child.wait(Duration::from_secs(20), "xdprobe run");
         let recs = std::fs::read_to_string(&self.json)
             .unwrap_or_default()
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
         (st, recs, self.log_text())
-    }
-}
-
-impl Drop for Probe {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -31,7 +31,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{NetNs, topo::wait_for};
+use super::{
+    NetNs,
+    topo::{ChildGuard, wait_for},
+};
 
 pub const SERVER: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
 pub const UPLOAD_PORT: u16 = 5201;
@@ -214,16 +217,13 @@ fn read_line(s: &mut TcpStream) -> Option<String> {
 pub struct Servers {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
-    children: Vec<Child>,
+    children: Vec<ChildGuard>,
 }
 
 impl Drop for Servers {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.children.clear();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -332,7 +332,7 @@ pub fn start_servers(s: &NetNs, plan: &Plan, dir: &Path) -> Servers {
         }));
     }
     if plan.tls_gets > 0 {
-        sv.children.push(tls_server(s, dir));
+        sv.children.push(ChildGuard::new(tls_server(s, dir)));
     }
     let mut ports = vec![UPLOAD_PORT, DOWNLOAD_PORT, HTTP_PORT, KEEPALIVE_PORT];
     if plan.tls_gets > 0 {

@@ -15,6 +15,7 @@ use xdprobe_dataplane::source::{Frame, pcap::Capture};
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker, WorkerStats};
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ProbeCounters};
 
+use super::parse_duration;
 use super::pcap_filter::FrameFilter;
 use super::pcap_progress::Progress;
 use xdprobe_capture::worker::file::{self, ReadStop};
@@ -118,10 +119,6 @@ impl FlowArgs {
             ..FlowConfig::default()
         }
     }
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    xdprobe_config::parse_duration(s).map_err(|e| e.to_string())
 }
 
 pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {

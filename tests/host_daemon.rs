@@ -23,6 +23,18 @@ use serde_json::Value;
 const PORT: u16 = 9201;
 const CONNS: usize = 3;
 
+/// SIGTERM: the daemon exits cleanly and its own host programs (told
+/// apart by ID from those other tests load meanwhile) are unloaded.
+fn stop_unloading(probe: &mut Probe) {
+    let ours = host_support::host_programs_of(probe.child.id());
+    assert!(!ours.is_empty(), "the daemon holds its host programs");
+    signal(probe.child.id(), libc::SIGTERM);
+    let st = wait_exit(probe.child.child(), Duration::from_secs(20), "xdprobe run");
+    assert!(st.success(), "{}", probe.log_text());
+    let left = host_support::still_loaded(&ours);
+    assert!(left.is_empty(), "the host programs are gone: {left:?}");
+}
+
 #[test]
 fn wire_records_and_the_hosts_layers_come_out_joined() {
     if !require_root!() {
@@ -38,16 +50,10 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
         host_file.display()
     );
     let opts = ProbeOpts {
-        iface: "p1",
-        queues: 1,
         collectors: vec![format!("file://{}", ipfix.display())],
         metrics_port: 19481,
-        extra_args: Vec::new(),
-        idle_timeout: "300s",
-        active_timeout: "300s",
-        user: None,
         extra_config: &host,
-        interface_extra: "",
+        ..ProbeOpts::default()
     };
     let mut probe = Probe::start(&b.p, &tmp.0, &opts);
     let log = probe.log_text();
@@ -87,14 +93,7 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
     // FIN + the probe's 1 s linger, then the host report's hold.
     std::thread::sleep(Duration::from_millis(2500));
     let metrics = probe.metrics(&b.p);
-    // The daemon's own programs (other tests may load theirs meanwhile).
-    let ours = host_support::host_programs_of(probe.child.id());
-    assert!(!ours.is_empty(), "the daemon holds its host programs");
-    signal(probe.child.id(), libc::SIGTERM);
-    let st = wait_exit(probe.child.child(), Duration::from_secs(20), "xdprobe run");
-    assert!(st.success(), "{}", probe.log_text());
-    let left = host_support::still_loaded(&ours);
-    assert!(left.is_empty(), "the host programs are gone: {left:?}");
+    stop_unloading(&mut probe);
 
     let lines: Vec<Value> = std::fs::read_to_string(&probe.json)
         .unwrap()
@@ -292,16 +291,9 @@ fn the_daemon_keeps_sampling_windows() {
         PORT + 1
     );
     let opts = ProbeOpts {
-        iface: "p1",
-        queues: 1,
-        collectors: Vec::new(),
         metrics_port: 19482,
-        extra_args: Vec::new(),
-        idle_timeout: "300s",
-        active_timeout: "300s",
-        user: None,
         extra_config: &host,
-        interface_extra: "",
+        ..ProbeOpts::default()
     };
     let mut probe = Probe::start(&b.p, &tmp.0, &opts);
     let listener =
@@ -329,14 +321,7 @@ fn the_daemon_keeps_sampling_windows() {
     let secs = started.elapsed().as_secs_f64();
     std::thread::sleep(Duration::from_millis(2500));
     let metrics = probe.metrics(&b.p);
-    // The daemon's own programs (other tests may load theirs meanwhile).
-    let ours = host_support::host_programs_of(probe.child.id());
-    assert!(!ours.is_empty(), "the daemon holds its host programs");
-    signal(probe.child.id(), libc::SIGTERM);
-    let st = wait_exit(probe.child.child(), Duration::from_secs(20), "xdprobe run");
-    assert!(st.success(), "{}", probe.log_text());
-    let left = host_support::still_loaded(&ours);
-    assert!(left.is_empty(), "the host programs are gone: {left:?}");
+    stop_unloading(&mut probe);
 
     let count = |name: &str| -> f64 {
         metrics

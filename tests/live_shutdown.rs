@@ -61,16 +61,8 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
     b.children.push(ChildGuard::new(nfcapd));
 
     let mut opts = ProbeOpts {
-        iface: "p1",
-        queues: 1,
-        collectors: Vec::new(),
         metrics_port: 19471,
-        extra_args: Vec::new(),
-        idle_timeout: "300s",
-        active_timeout: "300s",
-        user: None,
-        extra_config: "",
-        interface_extra: "",
+        ..ProbeOpts::default()
     };
     let probe = Probe::start(&b.p, &tmp.0, &opts);
     let pid = probe.child.id();
@@ -206,16 +198,9 @@ fn runs_as_the_configured_user_and_still_captures() {
     // only on SIGHUP.
     let b = Bench::new(1, None, &tmp.0);
     let opts = ProbeOpts {
-        iface: "p1",
-        queues: 1,
-        collectors: Vec::new(),
         metrics_port: 19472,
-        extra_args: Vec::new(),
-        idle_timeout: "300s",
-        active_timeout: "300s",
         user: Some("nobody"),
-        extra_config: "",
-        interface_extra: "",
+        ..ProbeOpts::default()
     };
     let probe = Probe::start(&b.p, &tmp.0, &opts);
     let pid = probe.child.id();

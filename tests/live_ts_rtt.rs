@@ -370,16 +370,10 @@ fn live_ts_rtt_follows_the_delay_and_agrees_with_the_kernels_srtt() {
         &b.p,
         &tmp.0,
         &ProbeOpts {
-            iface: "p1",
-            queues: 1,
-            collectors: Vec::new(),
             metrics_port: 9465,
-            extra_args: Vec::new(),
             idle_timeout: "60s",
             active_timeout: "1s",
-            user: None,
-            extra_config: "",
-            interface_extra: "",
+            ..ProbeOpts::default()
         },
     );
     let trace = Trace::start();

@@ -24,20 +24,8 @@ use common::*;
 use serde_json::Value;
 
 fn sorted_lines(file: &Path, args: &[&str]) -> Vec<String> {
-    let out = xdprobe()
-        .arg("pcap")
-        .arg(file)
-        .args(["--format", "json"])
-        .args(args)
-        .output()
-        .expect("run xdprobe");
-    assert!(
-        out.status.success(),
-        "xdprobe pcap {} {args:?}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+    let out = xdprobe_pcap_json(file, args);
+    let mut v: Vec<String> = String::from_utf8_lossy(&out)
         .lines()
         .map(str::to_owned)
         .collect();

@@ -18,15 +18,14 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::host_support::{HEADER, Timed, mono_ns, realtime};
+use crate::host_support::{HEADER, Timed, connect_one, mono_ns, realtime, serve_one};
 use crate::live_support::topo::{ChildGuard, TempDir};
 use crate::live_support::{NetNs, VethOpts, neigh, sh, veth};
 use xdprobe_test_support::strip_ansi;
@@ -401,25 +400,9 @@ pub fn timed_duplex(
     gap: Duration,
 ) -> (Vec<Timed>, Vec<Timed>) {
     assert!(size >= HEADER);
-    let (tx, rx) = mpsc::channel();
     std::thread::scope(|sc| {
-        let srv = sc.spawn(|| {
-            s.enter_current_thread();
-            realtime();
-            let l = TcpListener::bind(server).expect("bind");
-            tx.send(()).expect("ready");
-            let (conn, _) = l.accept().expect("accept");
-            duplex_end(conn, count, size, gap)
-        });
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("server ready");
-        let cli = sc.spawn(|| {
-            c.enter_current_thread();
-            realtime();
-            let conn =
-                TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect");
-            duplex_end(conn, count, size, gap)
-        });
+        let srv = serve_one(sc, s, server, |conn| duplex_end(conn, count, size, gap));
+        let cli = connect_one(sc, c, server, |conn| duplex_end(conn, count, size, gap));
         let to_server = srv.join().expect("server");
         let to_client = cli.join().expect("client");
         (to_server, to_client)

@@ -206,6 +206,45 @@ pub struct Messages {
     pub reader: Reader,
 }
 
+/// A timed server: a thread in `s` (real-time scheduling, as the
+/// applications timing themselves run) that accepts one connection on
+/// `server` and hands it to `serve`; returns once it listens.
+pub fn serve_one<'s, T: Send + 's>(
+    sc: &'s std::thread::Scope<'s, '_>,
+    s: &'s NetNs,
+    server: SocketAddr,
+    serve: impl FnOnce(TcpStream) -> T + Send + 's,
+) -> std::thread::ScopedJoinHandle<'s, T> {
+    let (tx, rx) = mpsc::channel();
+    let srv = sc.spawn(move || {
+        s.enter_current_thread();
+        realtime();
+        let l = TcpListener::bind(server).expect("bind");
+        tx.send(()).expect("ready");
+        let (conn, _) = l.accept().expect("accept");
+        serve(conn)
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("server ready");
+    srv
+}
+
+/// Its client: a thread in `c` (real-time scheduling) connected to
+/// `server`, handing the connection to `talk`.
+pub fn connect_one<'s, T: Send + 's>(
+    sc: &'s std::thread::Scope<'s, '_>,
+    c: &'s NetNs,
+    server: SocketAddr,
+    talk: impl FnOnce(TcpStream) -> T + Send + 's,
+) -> std::thread::ScopedJoinHandle<'s, T> {
+    sc.spawn(move || {
+        c.enter_current_thread();
+        realtime();
+        let conn = TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect");
+        talk(conn)
+    })
+}
+
 /// The client in `c` sends `m.count` messages of `m.size` bytes to
 /// `server`, one every `m.gap`, each carrying its own send time; the server
 /// in `s` reads them as `m.reader` says and records when it read each.
@@ -225,14 +264,8 @@ pub fn timed_messages(
         reader,
     } = *m;
     assert!(size >= HEADER);
-    let (tx, rx) = mpsc::channel();
     std::thread::scope(|sc| {
-        let srv = sc.spawn(|| {
-            s.enter_current_thread();
-            realtime();
-            let l = TcpListener::bind(server).expect("bind");
-            tx.send(()).expect("ready");
-            let (mut conn, _) = l.accept().expect("accept");
+        let srv = serve_one(sc, s, server, |mut conn| {
             conn.set_read_timeout(Some(Duration::from_secs(20))).ok();
             let mut out = Vec::new();
             let mut pending: Vec<u8> = Vec::new();
@@ -267,13 +300,7 @@ pub fn timed_messages(
             }
             out
         });
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("server ready");
-        sc.spawn(|| {
-            c.enter_current_thread();
-            realtime();
-            let mut conn =
-                TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect");
+        connect_one(sc, c, server, |mut conn| {
             conn.set_nodelay(true).ok();
             let mut msg = vec![0x5au8; size];
             for i in 0..count {

@@ -34,6 +34,26 @@ pub struct ProbeOpts<'a> {
     pub interface_extra: &'a str,
 }
 
+/// The usual run: interface `p1`, one queue, no collector, 300 s
+/// timeouts, as root, nothing extra; a test sets what it changes (and
+/// always its own `metrics_port`).
+impl Default for ProbeOpts<'_> {
+    fn default() -> Self {
+        ProbeOpts {
+            iface: "p1",
+            queues: 1,
+            collectors: Vec::new(),
+            metrics_port: 0,
+            extra_args: Vec::new(),
+            idle_timeout: "300s",
+            active_timeout: "300s",
+            user: None,
+            extra_config: "",
+            interface_extra: "",
+        }
+    }
+}
+
 pub struct Probe {
     pub child: ChildGuard,
     pub json: PathBuf,

@@ -63,8 +63,11 @@ fn man_pages(cli: Command, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-fn completions(mut cli: Command, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// The scripts offer every visible subcommand: clap_complete would offer
+/// hidden ones too (this one), so the tree is rebuilt without them.
+fn completions(cli: Command, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let bin = cli.get_name().to_owned();
+    let mut cli = without_hidden(&cli);
     let mut out = Vec::new();
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         let p = clap_complete::generate_to(shell, &mut cli, &bin, dir)
@@ -72,4 +75,15 @@ fn completions(mut cli: Command, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         out.push(p);
     }
     Ok(out)
+}
+
+/// `cli` with its hidden subcommands left out (top level: the root has no
+/// arguments of its own beyond the ones clap adds).
+fn without_hidden(cli: &Command) -> Command {
+    Command::new(env!("CARGO_BIN_NAME"))
+        .version(env!("CARGO_PKG_VERSION"))
+        .propagate_version(true)
+        .about(cli.get_about().cloned().unwrap_or_default())
+        .args(cli.get_arguments().cloned())
+        .subcommands(cli.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
 }

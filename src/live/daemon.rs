@@ -431,6 +431,7 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     let registry = Metrics::new();
     registry.register(ReportCollector(report.clone()));
     registry.register_summary(crate::live::prom::TsRttSummary(report.clone()));
+    registry.register(crate::live::prom::ExportCollector(exporter.live_stats()));
     if let Some(h) = &host {
         registry.register(crate::live::host::HostCollector(h.metrics.clone()));
     }

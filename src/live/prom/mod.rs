@@ -12,6 +12,7 @@
 //! a subsystem that keeps its own quantiles adds a [`SummaryFamily`],
 //! rendered in OpenMetrics summary form after the registry's families.
 
+mod export;
 mod report;
 mod server;
 
@@ -20,6 +21,7 @@ use std::sync::{Arc, RwLock};
 use prometheus_client::collector::Collector;
 use prometheus_client::registry::Registry;
 
+pub use export::ExportCollector;
 pub use report::{QueueReport, Report, ReportCollector, TsRttSummary};
 pub use server::{Limits, MetricsServer};
 

@@ -131,6 +131,11 @@ fn check_archive(deb: &Path) {
             "usr/lib/systemd/system/xdprobe-manager.service",
             "-rw-r--r-- 0/0",
         ),
+        (
+            "usr/share/xdprobe/prometheus/xdprobe.rules.yml",
+            "-rw-r--r-- 0/0",
+        ),
+        ("usr/share/xdprobe/grafana/xdprobe.json", "-rw-r--r-- 0/0"),
     ] {
         let e = entry(path);
         let got = e.split_whitespace().take(2).collect::<Vec<_>>().join(" ");

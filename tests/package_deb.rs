@@ -414,9 +414,8 @@ fn sandbox_holds(sb: &Sandbox, ns: &NetNs, dir: &Path) {
     let opts = |mp: &str| {
         parts[0]
             .lines()
-            .filter(|l| l.split(' ').nth(4) == Some(mp))
+            .rfind(|l| l.split(' ').nth(4) == Some(mp))
             .map(|l| l.split(' ').nth(5).unwrap_or("").to_owned())
-            .last()
             .unwrap_or_else(|| panic!("{mp} not mounted:\n{}", parts[0]))
     };
     assert!(opts("/").starts_with("ro"), "/ read-only: {}", opts("/"));

@@ -325,7 +325,7 @@ fn agent_comes_and_goes(ns: &NetNs, dir: &Path) {
         Duration::from_secs(60),
         "the agent connected, in Prometheus",
         || match scalar(ns, PROM, connected) {
-            Some(v) if v == 1.0 => Ok(()),
+            Some(1.0) => Ok(()),
             got => Err(format!(
                 "{got:?}; agent: {}",
                 log_of(&log.with_extension("err"))
@@ -338,7 +338,7 @@ fn agent_comes_and_goes(ns: &NetNs, dir: &Path) {
         Duration::from_secs(30),
         "the agent gone, in Prometheus",
         || match scalar(ns, PROM, connected) {
-            Some(v) if v == 0.0 => Ok(()),
+            Some(0.0) => Ok(()),
             got => Err(format!("{got:?}")),
         },
     );

@@ -288,7 +288,7 @@ impl Sandbox {
                 "sched_setscheduler to a realtime policy refused (sched_setattr not)"
             }
             "RestrictSUIDSGID" => {
-                let bits = (libc::S_ISUID | libc::S_ISGID) as u32;
+                let bits = libc::S_ISUID | libc::S_ISGID;
                 f.rules.push(rule("chmod", Cond::AnyBit(1, bits), eperm));
                 f.rules.push(rule("fchmod", Cond::AnyBit(1, bits), eperm));
                 f.rules.push(rule("fchmodat", Cond::AnyBit(2, bits), eperm));

@@ -11,7 +11,9 @@
 #          iproute2, procps (the capture rig, tests/live_support/rig.rs);
 #          the package test (tests/package_deb.rs): binutils (strip),
 #          adduser, init-system-helpers, man-db, systemd (systemd-analyze
-#          verify), util-linux (setpriv), zsh and fish (completion syntax);
+#          verify and its syscall groups), util-linux (setpriv),
+#          linux-libc-dev (syscall numbers for the test's seccomp filter),
+#          zsh and fish (completion syntax);
 #          prometheus (the real scraper of tests/prometheus_scrape.rs, and
 #          promtool), installed without starting its service.
 #   rust:  the nightly toolchain's rust-src (the eBPF crate is built with
@@ -24,7 +26,8 @@ log() { printf '[bootstrap] %s\n' "$*" >&2; }
 APT_PKGS=(llvm-22-dev libpolly-22-dev clang libelf-dev zlib1g-dev m4 libpcap-dev bpftool pkg-config
           tshark nfdump pmacct softflowd tcpdump curl openssl ethtool
           iproute2 procps
-          binutils adduser init-system-helpers man-db systemd util-linux zsh fish
+          binutils adduser init-system-helpers man-db systemd util-linux linux-libc-dev
+          zsh fish
           prometheus)
 
 missing=()

@@ -134,35 +134,8 @@ fn prometheus_scrapes_the_probe_and_the_manager() {
     assert!(records > 0, "{direct}");
     datagrams_match(&probe, &ns, &udp, &udp_url);
 
-    let expect: Vec<(String, f64)> = vec![
-        (
-            "sum(xdprobe_worker_rx_frames_total)".into(),
-            to_workers as f64,
-        ),
-        ("sum(xdprobe_worker_records_total)".into(), records as f64),
-        (
-            format!("xdprobe_export_records_total{{collector=\"{udp_url}\"}}"),
-            records as f64,
-        ),
-        (
-            format!("xdprobe_export_queued_records{{collector=\"{tcp_url}\"}}"),
-            metric(&direct, "xdprobe_export_queued_records", &tcp_url) as f64,
-        ),
-        (
-            format!("xdprobe_export_collector_up{{collector=\"{tcp_url}\"}}"),
-            0.0,
-        ),
-        ("up{job=\"xdprobe\"}".into(), 1.0),
-        ("up{job=\"xdprobe-manager\"}".into(), 1.0),
-    ]
-    .into_iter()
-    .chain(beyond.iter().map(|(reason, _)| {
-        (
-            format!("xdprobe_worker_parse_drops_total{{reason=\"{reason}\"}}"),
-            1.0,
-        )
-    }))
-    .collect();
+    let reasons: Vec<&str> = beyond.iter().map(|(r, _)| *r).collect();
+    let expect = expected(&direct, to_workers, &udp_url, &tcp_url, &reasons);
     poll(
         Duration::from_secs(30),
         "Prometheus has the probe's values",
@@ -186,6 +159,47 @@ fn prometheus_scrapes_the_probe_and_the_manager() {
 
     let (st, _, log) = probe.stop();
     assert!(st.success(), "{st}\n{log}");
+}
+
+/// What Prometheus must show once the scrapes caught up: (query, value)
+/// from the probe's own exposition `direct` and the test's references.
+fn expected(
+    direct: &str,
+    to_workers: u64,
+    udp_url: &str,
+    tcp_url: &str,
+    drop_reasons: &[&str],
+) -> Vec<(String, f64)> {
+    let records = metric(direct, "xdprobe_worker_records_total", "");
+    vec![
+        (
+            "sum(xdprobe_worker_rx_frames_total)".into(),
+            to_workers as f64,
+        ),
+        ("sum(xdprobe_worker_records_total)".into(), records as f64),
+        (
+            format!("xdprobe_export_records_total{{collector=\"{udp_url}\"}}"),
+            records as f64,
+        ),
+        (
+            format!("xdprobe_export_queued_records{{collector=\"{tcp_url}\"}}"),
+            metric(direct, "xdprobe_export_queued_records", tcp_url) as f64,
+        ),
+        (
+            format!("xdprobe_export_collector_up{{collector=\"{tcp_url}\"}}"),
+            0.0,
+        ),
+        ("up{job=\"xdprobe\"}".into(), 1.0),
+        ("up{job=\"xdprobe-manager\"}".into(), 1.0),
+    ]
+    .into_iter()
+    .chain(drop_reasons.iter().map(|reason| {
+        (
+            format!("xdprobe_worker_parse_drops_total{{reason=\"{reason}\"}}"),
+            1.0,
+        )
+    }))
+    .collect()
 }
 
 /// `xdprobe manager` in `ns`, metrics on MANAGER_METRICS.

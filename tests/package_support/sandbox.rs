@@ -108,15 +108,22 @@ impl Sandbox {
 
     /// One directive; returns how it was applied.
     fn apply(&mut self, u: &Unit, key: &str, f: &mut Filter, m: &mut Mounts) -> &'static str {
+        if LIFECYCLE.contains(&key) {
+            return "lifecycle: exercised by the test itself";
+        }
+        if let Some(how) = self.apply_process(u, key) {
+            return how;
+        }
+        if let Some(how) = self.apply_files(u, key, f, m) {
+            return how;
+        }
+        self.apply_seccomp(u, key, f)
+    }
+
+    /// The process's identity, capabilities, limits and environment.
+    fn apply_process(&mut self, u: &Unit, key: &str) -> Option<&'static str> {
         let words = u.words(key);
-        let eperm = libc::EPERM;
-        let rule = |syscall, cond| Rule {
-            syscall,
-            cond,
-            errno: eperm,
-        };
-        match key {
-            k if LIFECYCLE.contains(&k) => "lifecycle: exercised by the test itself",
+        Some(match key {
             "User" => {
                 let user = u.get("User").expect("User").to_owned();
                 self.setpriv
@@ -176,6 +183,26 @@ impl Sandbox {
                 self.umask = Some(libc::mode_t::from_str_radix(v, 8).expect("octal umask"));
                 "umask before exec"
             }
+            _ => return None,
+        })
+    }
+
+    /// The file-system directives (and their system-call parts).
+    fn apply_files(
+        &mut self,
+        u: &Unit,
+        key: &str,
+        f: &mut Filter,
+        m: &mut Mounts,
+    ) -> Option<&'static str> {
+        let words = u.words(key);
+        let eperm = libc::EPERM;
+        let rule = |syscall, cond| Rule {
+            syscall,
+            cond,
+            errno: eperm,
+        };
+        Some(match key {
             "StateDirectory" | "LogsDirectory" => {
                 let base = if key == "StateDirectory" {
                     "/var/lib"
@@ -249,8 +276,8 @@ impl Sandbox {
                 }
                 "unshare(CLONE_NEWUTS); sethostname refused"
             }
-            _ => self.apply_seccomp(u, key, f),
-        }
+            _ => return None,
+        })
     }
 
     /// The directives that are only system-call rules.

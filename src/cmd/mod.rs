@@ -4,6 +4,7 @@ pub mod agent;
 pub mod check_config;
 pub mod connlat;
 pub mod demo;
+pub mod generate;
 pub mod host;
 pub mod manager;
 pub mod pcap;

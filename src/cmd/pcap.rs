@@ -1,7 +1,7 @@
 //! `xdprobe pcap FILE`: a capture file through the same worker the live path
 //! uses, records printed and/or exported.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -37,9 +37,10 @@ pub struct PcapArgs {
     /// pcap or pcapng file; `-` reads standard input. Pipes, FIFOs and
     /// devices are read as streams, regular files are mapped.
     pub file: PathBuf,
-    /// Record output on stdout.
-    #[arg(long, value_enum, default_value = "json")]
-    pub format: FormatArg,
+    /// Record output on stdout [default: table on a terminal, json
+    /// when stdout is a pipe or a file].
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
     #[command(flatten)]
     pub flow: FlowArgs,
     /// Print a summary (packets, flows, drop reasons) to stderr at the end.
@@ -62,7 +63,8 @@ pub struct PcapArgs {
     #[arg(value_name = "EXPRESSION", conflicts_with = "filter")]
     pub expression: Vec<String>,
     /// No progress bar (it is drawn on stderr only when stderr is a
-    /// terminal and the input is a file of known size).
+    /// terminal the records are not printed on, and the input is a file of
+    /// known size).
     #[arg(long)]
     pub no_progress: bool,
     /// Flow workers (threads, each with its own flow table of `--capacity`
@@ -71,6 +73,16 @@ pub struct PcapArgs {
     /// process may run on.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: Option<u16>,
+}
+
+/// A person at a terminal reads the table; a pipe or a file gets JSON
+/// lines, the schema scripts read.
+fn default_format() -> FormatArg {
+    if io::stdout().is_terminal() {
+        FormatArg::Table
+    } else {
+        FormatArg::Json
+    }
 }
 
 /// The cores this process may run on (its affinity mask, as
@@ -138,7 +150,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     let mut reader =
         Capture::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
     check_memory(&args, &flow, n_workers, &reader)?;
-    let format = match args.format {
+    let format = match args.format.unwrap_or_else(default_format) {
         FormatArg::Json => Some(Format::Json),
         FormatArg::Table => Some(Format::Table),
         FormatArg::Csv => Some(Format::Csv),
@@ -151,19 +163,19 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         format.map(|f| RecordWriter::new(BufWriter::with_capacity(1 << 16, stdout), f));
     let mut out_err: Option<io::Error> = None;
     let started = Instant::now();
-    let mut progress = Progress::new(&args.file, !args.no_progress);
+    let mut progress = Progress::new(&args.file, !args.no_progress, format.is_some());
     let workers = (0..n_workers)
         .map(|_| Worker::try_new(&flow))
         .collect::<Result<Vec<_>, _>>()?;
     let (stats, read_result) = {
         // `Some(record)`: write and export it; `None` (several workers, no
         // record waiting): flush what was written, so a stream's records
-        // appear as its flows end.
+        // appear as its flows end (a table holds its rows to size them).
         let mut output = |rec: Option<FlowRecord>| {
             let Some(rec) = rec else {
                 if let Some(w) = writer.as_mut()
                     && out_err.is_none()
-                    && let Err(e) = w.flush()
+                    && let Err(e) = w.flush_written()
                 {
                     out_err = Some(e);
                 }

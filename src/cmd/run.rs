@@ -11,7 +11,8 @@ const EXIT_BAD_CONFIG: u8 = 2;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// The TOML config file (see deploy/probe.toml).
+    /// The TOML config file (the package installs a commented one as
+    /// /etc/xdprobe/probe.toml; deploy/probe.toml in the source tree).
     #[arg(short = 'c', long = "config")]
     pub config: PathBuf,
     /// Also write every flow record as a JSON line to FILE ("-": stdout),

@@ -39,10 +39,12 @@ use xdprobe_capture::{
 };
 
 use crate::prom::{Limits, Metrics, MetricsServer};
+use export::ExportCollector;
 use join::{Joining, JsonItem};
 use privs::PrivError;
 use report::{QueueReport, Report, ReportCollector, TsRttSummary};
 
+mod export;
 pub mod host;
 pub mod join;
 pub mod privs;
@@ -439,6 +441,7 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     let registry = Metrics::new();
     registry.register(ReportCollector(report.clone()));
     registry.register_summary(TsRttSummary(report.clone()));
+    registry.register(ExportCollector(exporter.live_stats()));
     if let Some(h) = &host {
         registry.register(host::HostCollector(h.metrics.clone()));
     }

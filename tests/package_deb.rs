@@ -34,7 +34,7 @@ const UNITS: &str = "/usr/lib/systemd/system";
 const TX_DEV: &str = "pkt0";
 const PROBE_DEV: &str = "pkr0";
 /// CAP_NET_ADMIN and CAP_BPF: what the daemon keeps once set up
-/// (src/live/privs.rs).
+/// (src/daemon/privs.rs).
 const DAEMON_KEEPS: u64 = (1 << 12) | (1 << 39);
 
 fn systemd_is_pid1() -> bool {

@@ -36,6 +36,12 @@ use super::{
     topo::{ChildGuard, wait_for},
 };
 
+mod clients;
+pub mod dns;
+
+pub use clients::{run_clients, stalled_receiver};
+pub use dns::{dns_queries, dns_tcp_connect, dns_tcp_query, start_dns, start_dns_tcp};
+
 pub const SERVER: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
 pub const UPLOAD_PORT: u16 = 5201;
 pub const DOWNLOAD_PORT: u16 = 5202;
@@ -235,6 +241,10 @@ pub fn start_servers(s: &NetNs, plan: &Plan, dir: &Path) -> Servers {
         threads: Vec::new(),
         children: Vec::new(),
     };
+    let tcp = |port: u16, handle: fn(TcpStream)| {
+        let st = stop.clone();
+        in_ns(s, move || serve(port, st, handle))
+    };
     let st = stop.clone();
     sv.threads.push(in_ns(s, move || {
         serve(UPLOAD_PORT, st.clone(), {
@@ -244,69 +254,11 @@ pub fn start_servers(s: &NetNs, plan: &Plan, dir: &Path) -> Servers {
             }
         })
     }));
+    sv.threads.push(tcp(DOWNLOAD_PORT, download));
+    sv.threads.push(tcp(HTTP_PORT, http));
+    sv.threads.push(tcp(KEEPALIVE_PORT, keepalive));
     let st = stop.clone();
-    sv.threads.push(in_ns(s, move || {
-        serve(DOWNLOAD_PORT, st, |mut c| {
-            // "SEND <ms> <kbit>\n": send that long at that rate, then close.
-            let Some(line) = read_line(&mut c) else {
-                return;
-            };
-            let w: Vec<u64> = line
-                .split_whitespace()
-                .skip(1)
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            if let [ms, kbit] = w[..] {
-                paced(
-                    &mut c,
-                    Duration::from_millis(ms.min(60_000)),
-                    kbit.min(1_000_000) as u32,
-                );
-            }
-        })
-    }));
-    let st = stop.clone();
-    sv.threads.push(in_ns(s, move || {
-        serve(HTTP_PORT, st, |mut c| {
-            // "GET <bytes>\n" → that many bytes, for as long as asked.
-            let body = vec![b'h'; 1 << 20];
-            while let Some(line) = read_line(&mut c) {
-                let n: usize = line
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(1000);
-                if c.write_all(body.get(..n.min(body.len())).unwrap_or_default())
-                    .is_err()
-                {
-                    return;
-                }
-            }
-        })
-    }));
-    let st = stop.clone();
-    sv.threads.push(in_ns(s, move || {
-        serve(KEEPALIVE_PORT, st, |mut c| {
-            let mut buf = [0u8; 4096];
-            let end = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < end {
-                match c.read(&mut buf) {
-                    Ok(0) => return,
-                    Ok(_) => {
-                        // 20 ms of "server processing" per request.
-                        std::thread::sleep(Duration::from_millis(20));
-                        if c.write_all(&[b'R'; 1000]).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) if timeout(&e) => {}
-                    Err(_) => return,
-                }
-            }
-        })
-    }));
-    let st = stop.clone();
-    sv.threads.push(in_ns(s, move || dns_server(&st)));
+    sv.threads.push(in_ns(s, move || dns::dns_server(&st)));
     if plan.short_flows > 0 {
         let st = stop.clone();
         sv.threads.push(in_ns(s, move || {
@@ -317,16 +269,7 @@ pub fn start_servers(s: &NetNs, plan: &Plan, dir: &Path) -> Servers {
                 let _ = u.recv_from(&mut buf);
             }
         }));
-        let st = stop.clone();
-        sv.threads.push(in_ns(s, move || {
-            serve(SHORT_TCP_PORT, st, |mut c| {
-                let mut buf = [0u8; 1024];
-                if matches!(c.read(&mut buf), Ok(n) if n > 0) {
-                    std::thread::sleep(Duration::from_millis(2));
-                    let _ = c.write_all(&[b'r'; 2000]);
-                }
-            })
-        }));
+        sv.threads.push(tcp(SHORT_TCP_PORT, short_tcp));
     }
     if plan.tls_gets > 0 {
         sv.children.push(ChildGuard::new(tls_server(s, dir)));
@@ -345,26 +288,68 @@ pub fn start_servers(s: &NetNs, plan: &Plan, dir: &Path) -> Servers {
     sv
 }
 
-/// Only the DNS responder (for benches with traffic of their own).
-pub fn start_dns(s: &NetNs) -> Servers {
-    let stop = Arc::new(AtomicBool::new(false));
-    let st = stop.clone();
-    let t = in_ns(s, move || dns_server(&st));
-    // An early query would be retried by nobody and stay unanswered.
-    wait_listening_udp(s, &[DNS_PORT]);
-    Servers {
-        stop,
-        threads: vec![t],
-        children: Vec::new(),
+/// "SEND <ms> <kbit>\n": sends that long at that rate, then closes.
+fn download(mut c: TcpStream) {
+    let Some(line) = read_line(&mut c) else {
+        return;
+    };
+    let w: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    if let [ms, kbit] = w[..] {
+        paced(
+            &mut c,
+            Duration::from_millis(ms.min(60_000)),
+            kbit.min(1_000_000) as u32,
+        );
     }
 }
 
-/// The DNS client of `plan` alone, in `c`; returns the unanswered count.
-pub fn dns_queries(c: &NetNs, plan: &Plan) -> usize {
-    let p = *plan;
-    in_ns(c, move || dns_client(&p))
-        .join()
-        .unwrap_or(p.dns_queries)
+/// "GET <bytes>\n" → that many bytes, for as long as asked.
+fn http(mut c: TcpStream) {
+    let body = vec![b'h'; 1 << 20];
+    while let Some(line) = read_line(&mut c) {
+        let n: usize = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1000);
+        if c.write_all(body.get(..n.min(body.len())).unwrap_or_default())
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// 1000 bytes back per request, after 20 ms of "server processing".
+fn keepalive(mut c: TcpStream) {
+    let mut buf = [0u8; 4096];
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end {
+        match c.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {
+                std::thread::sleep(Duration::from_millis(20));
+                if c.write_all(&[b'R'; 1000]).is_err() {
+                    return;
+                }
+            }
+            Err(e) if timeout(&e) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// One short request, 2000 bytes back.
+fn short_tcp(mut c: TcpStream) {
+    let mut buf = [0u8; 1024];
+    if matches!(c.read(&mut buf), Ok(n) if n > 0) {
+        std::thread::sleep(Duration::from_millis(2));
+        let _ = c.write_all(&[b'r'; 2000]);
+    }
 }
 
 /// Polls `ss` in `ns` until every TCP port listens (a test connection
@@ -422,363 +407,9 @@ fn tls_server(s: &NetNs, dir: &Path) -> Child {
         .expect("openssl s_server")
 }
 
-/// Answers A queries after 3 + (ID mod 7) ms; a query whose ID is a
-/// multiple of 17 stays unanswered.
-fn dns_server(stop: &AtomicBool) {
-    let u = UdpSocket::bind((SERVER, DNS_PORT)).expect("bind :53/udp");
-    u.set_read_timeout(Some(Duration::from_millis(100))).ok();
-    let mut buf = [0u8; 512];
-    let mut out = Vec::with_capacity(512);
-    while !stop.load(Ordering::Relaxed) {
-        let Ok((n, peer)) = u.recv_from(&mut buf) else {
-            continue;
-        };
-        let Some((id, qend)) = dns::query(buf.get(..n).unwrap_or_default()) else {
-            continue;
-        };
-        if id % 17 == 0 {
-            continue;
-        }
-        std::thread::sleep(Duration::from_millis(3 + u64::from(id % 7)));
-        dns::answer(&buf[..qend], id, &mut out);
-        let _ = u.send_to(&out, peer);
-    }
-}
-
-/// Just enough DNS (RFC 1035 §4.1) for a resolver and a responder.
-pub mod dns {
-    /// An A query for `name`.
-    pub fn build(id: u16, name: &str, out: &mut Vec<u8>) {
-        out.clear();
-        out.extend_from_slice(&id.to_be_bytes());
-        out.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
-        for label in name.split('.') {
-            out.push(label.len() as u8);
-            out.extend_from_slice(label.as_bytes());
-        }
-        out.extend_from_slice(&[0, 0, 1, 0, 1]);
-    }
-
-    /// A query's ID and the end of its question, if it is one.
-    pub fn query(m: &[u8]) -> Option<(u16, usize)> {
-        if m.len() < 17 || m[2] & 0x80 != 0 {
-            return None;
-        }
-        let mut i = 12;
-        while *m.get(i)? != 0 {
-            i += usize::from(m[i]) + 1;
-            if i > 300 {
-                return None;
-            }
-        }
-        let end = i + 5;
-        (end <= m.len()).then(|| (u16::from_be_bytes([m[0], m[1]]), end))
-    }
-
-    /// The answer to `q` (header + question): one A record.
-    pub fn answer(q: &[u8], id: u16, out: &mut Vec<u8>) {
-        out.clear();
-        out.extend_from_slice(&id.to_be_bytes());
-        out.extend_from_slice(&[0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]);
-        out.extend_from_slice(q.get(12..).unwrap_or_default());
-        out.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
-        out.extend_from_slice(&[192, 0, 2, 100 + (id % 50) as u8]);
-    }
-
-    /// The ID of a response, if it is one.
-    pub fn response_id(m: &[u8]) -> Option<u16> {
-        (m.len() >= 12 && m[2] & 0x80 != 0).then(|| u16::from_be_bytes([m[0], m[1]]))
-    }
-}
-
 fn connect(port: u16) -> io::Result<TcpStream> {
     let s = TcpStream::connect_timeout(&SocketAddr::from((SERVER, port)), Duration::from_secs(3))?;
     s.set_read_timeout(Some(Duration::from_millis(200)))?;
     s.set_write_timeout(Some(Duration::from_secs(5)))?;
     Ok(s)
-}
-
-/// Runs every client of `plan` in `c` at once and waits for all (each is
-/// bounded). Failures of single exchanges are expected under loss and only
-/// counted.
-pub fn run_clients(c: &NetNs, plan: &Plan) -> usize {
-    let p = *plan;
-    let mut jobs: Vec<JoinHandle<usize>> = Vec::new();
-    if p.bulk_kbit > 0 {
-        jobs.push(in_ns(c, move || {
-            let Ok(mut s) = connect(UPLOAD_PORT) else {
-                return 1;
-            };
-            paced(&mut s, p.bulk, p.bulk_kbit);
-            let _ = s.shutdown(std::net::Shutdown::Write);
-            drain(&mut s, &AtomicBool::new(false));
-            0
-        }));
-        jobs.push(in_ns(c, move || {
-            let Ok(mut s) = connect(DOWNLOAD_PORT) else {
-                return 1;
-            };
-            let line = format!("SEND {} {}\n", p.bulk.as_millis(), p.bulk_kbit);
-            if s.write_all(line.as_bytes()).is_err() {
-                return 1;
-            }
-            drain(&mut s, &AtomicBool::new(false));
-            0
-        }));
-    }
-    jobs.push(in_ns(c, move || {
-        let mut failed = 0;
-        for _ in 0..p.http_gets {
-            let ok = connect(HTTP_PORT).is_ok_and(|mut s| {
-                let got = s
-                    .write_all(format!("GET {}\n", p.http_bytes).as_bytes())
-                    .is_ok()
-                    .then(|| read_n(&mut s, p.http_bytes));
-                got == Some(p.http_bytes)
-            });
-            failed += usize::from(!ok);
-        }
-        // Refused: SYN, RST.
-        let _ = TcpStream::connect_timeout(
-            &SocketAddr::from((SERVER, REFUSED_PORT)),
-            Duration::from_secs(2),
-        );
-        failed
-    }));
-    jobs.push(in_ns(c, move || dns_client(&p)));
-    jobs.push(in_ns(c, move || {
-        usize::from(keepalive_client(p.keepalive_idle).is_err())
-    }));
-    if p.short_flows > 0 {
-        jobs.push(in_ns(c, move || {
-            for _ in 0..p.short_flows {
-                if let Ok(u) = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)) {
-                    let _ = u.send_to(&[b'u'; 64], (SERVER, SHORT_UDP_PORT));
-                    let _ = u.send_to(&[b'v'; 64], (SERVER, SHORT_UDP_PORT));
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            let mut failed = 0;
-            for k in 0..p.short_flows / 10 {
-                let ok = connect(SHORT_TCP_PORT).is_ok_and(|mut s| {
-                    s.write_all(format!("GET {k}\r\n").as_bytes()).is_ok()
-                        && read_n(&mut s, 2000) == 2000
-                });
-                failed += usize::from(!ok);
-            }
-            failed
-        }));
-    }
-    let mut tls = Vec::new();
-    for _ in 0..p.tls_gets {
-        tls.push(
-            c.command("curl")
-                .args(["-sk", "--max-time", "4", "-o", "/dev/null"])
-                .arg(format!("https://{SERVER}:{TLS_PORT}/"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status(),
-        );
-    }
-    let mut failed = tls
-        .iter()
-        .filter(|s| !s.as_ref().is_ok_and(|s| s.success()))
-        .count();
-    for j in jobs {
-        failed += j.join().unwrap_or(1);
-    }
-    failed
-}
-
-/// Reads up to `n` bytes (until EOF or 5 s); returns how many came.
-fn read_n(s: &mut TcpStream, n: usize) -> usize {
-    let mut buf = [0u8; 16384];
-    let mut got = 0;
-    let end = Instant::now() + Duration::from_secs(5);
-    while got < n && Instant::now() < end {
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(k) => got += k,
-            Err(e) if timeout(&e) => {}
-            Err(_) => break,
-        }
-    }
-    got
-}
-
-/// `plan.dns_queries` lookups, one every `dns_interval`; even ones from one
-/// fixed socket (one flow of many transactions), odd ones from a fresh
-/// socket each. Returns the unanswered count.
-fn dns_client(p: &Plan) -> usize {
-    let mut rng = Rng(p.dns_seed);
-    let Ok(fixed) = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)) else {
-        return p.dns_queries;
-    };
-    let mut q = Vec::new();
-    let mut buf = [0u8; 512];
-    let mut unanswered = 0;
-    for k in 0..p.dns_queries {
-        let id = (rng.next() % 65534 + 1) as u16;
-        dns::build(id, &format!("host{k}.example.test"), &mut q);
-        let fresh;
-        let s = if k % 2 == 0 {
-            &fixed
-        } else {
-            match UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)) {
-                Ok(u) => {
-                    fresh = u;
-                    &fresh
-                }
-                Err(_) => continue,
-            }
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-        let answered = s.send_to(&q, (SERVER, DNS_PORT)).is_ok()
-            && matches!(s.recv_from(&mut buf), Ok((n, _)) if dns::response_id(&buf[..n]).is_some());
-        unanswered += usize::from(!answered);
-        std::thread::sleep(p.dns_interval);
-    }
-    unanswered
-}
-
-/// Three request/response turns, then idle with 1 s keep-alives.
-fn keepalive_client(idle: Duration) -> io::Result<()> {
-    let mut s = connect(KEEPALIVE_PORT)?;
-    let fd = s.as_raw_fd();
-    set_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
-    set_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 1);
-    set_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 1);
-    set_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 5);
-    for _ in 0..3 {
-        s.write_all(&[b'Q'; 100])?;
-        if read_n(&mut s, 1000) < 1000 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-    }
-    std::thread::sleep(idle);
-    Ok(())
-}
-
-/// DNS over TCP (RFC 1035 §4.2.2: each message after a two-byte length) on
-/// :53, answering after 5 ms.
-pub fn start_dns_tcp(s: &NetNs) -> Servers {
-    let stop = Arc::new(AtomicBool::new(false));
-    let st = stop.clone();
-    let t = in_ns(s, move || {
-        serve(DNS_PORT, st, |mut c| {
-            let mut out = Vec::new();
-            while let Some(q) = read_framed(&mut c) {
-                let Some((id, qend)) = dns::query(&q) else {
-                    return;
-                };
-                std::thread::sleep(Duration::from_millis(5));
-                dns::answer(&q[..qend], id, &mut out);
-                let mut framed = (out.len() as u16).to_be_bytes().to_vec();
-                framed.extend_from_slice(&out);
-                if c.write_all(&framed).is_err() {
-                    return;
-                }
-            }
-        })
-    });
-    wait_listening(s, &[DNS_PORT]);
-    Servers {
-        stop,
-        threads: vec![t],
-        children: Vec::new(),
-    }
-}
-
-/// One length-prefixed DNS message, or `None` at EOF or after 5 s.
-fn read_framed(c: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut len = [0u8; 2];
-    read_exact_by(c, &mut len)?;
-    let mut m = vec![0u8; usize::from(u16::from_be_bytes(len))];
-    read_exact_by(c, &mut m)?;
-    Some(m)
-}
-
-/// `read_exact` with the socket's short read timeout, bounded to 5 s.
-fn read_exact_by(c: &mut TcpStream, buf: &mut [u8]) -> Option<()> {
-    let mut have = 0;
-    let end = Instant::now() + Duration::from_secs(5);
-    while have < buf.len() {
-        if Instant::now() > end {
-            return None;
-        }
-        match c.read(&mut buf[have..]) {
-            Ok(0) => return None,
-            Ok(n) => have += n,
-            Err(e) if timeout(&e) => {}
-            Err(_) => return None,
-        }
-    }
-    Some(())
-}
-
-/// A DNS-over-TCP client connection made from `c` (the socket stays in
-/// the client namespace whichever thread uses it).
-pub fn dns_tcp_connect(c: &NetNs) -> TcpStream {
-    in_ns(c, || connect(DNS_PORT).expect("connect :53/tcp"))
-        .join()
-        .expect("connect thread")
-}
-
-/// One query on a DNS-over-TCP connection; true when answered.
-pub fn dns_tcp_query(s: &mut TcpStream, id: u16, name: &str) -> bool {
-    let mut q = Vec::new();
-    dns::build(id, name, &mut q);
-    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
-    framed.extend_from_slice(&q);
-    s.write_all(&framed).is_ok() && read_framed(s).is_some_and(|a| dns::response_id(&a) == Some(id))
-}
-
-/// A receiver that stops reading: the client sends `bytes` as fast as it
-/// can; the server reads nothing for `stall`, then 4 KiB every 10 ms for
-/// `slow`, then everything. The sender fills the advertised window (window
-/// full), the receiver advertises a zero window and the sender probes it.
-pub fn stalled_receiver(s: &NetNs, c: &NetNs, bytes: usize, stall: Duration, slow: Duration) {
-    let server = in_ns(s, move || {
-        let l = TcpListener::bind((SERVER, STALL_PORT)).expect("listen :7100");
-        l.set_nonblocking(true).ok();
-        let end = Instant::now() + Duration::from_secs(10);
-        let mut conn = None;
-        while conn.is_none() && Instant::now() < end {
-            match l.accept() {
-                Ok((c, _)) => conn = Some(c),
-                Err(_) => std::thread::sleep(Duration::from_millis(1)),
-            }
-        }
-        let Some(mut c) = conn else { return 0 };
-        c.set_nonblocking(false).ok();
-        c.set_read_timeout(Some(Duration::from_millis(200))).ok();
-        std::thread::sleep(stall);
-        let mut got = 0;
-        let mut buf = [0u8; 4096];
-        let slow_end = Instant::now() + slow;
-        while Instant::now() < slow_end {
-            match c.read(&mut buf) {
-                Ok(0) => return got,
-                Ok(n) => got += n,
-                Err(e) if timeout(&e) => {}
-                Err(_) => return got,
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        got + read_n(&mut c, usize::MAX / 2)
-    });
-    wait_listening(s, &[STALL_PORT]);
-    let client = in_ns(c, move || {
-        let Ok(mut s) = connect(STALL_PORT) else {
-            return 0;
-        };
-        let data = vec![b'z'; bytes];
-        let sent = s.write_all(&data).map_or(0, |()| bytes);
-        let _ = s.shutdown(std::net::Shutdown::Write);
-        sent
-    });
-    let sent = client.join().unwrap_or(0);
-    let got = server.join().unwrap_or(0);
-    assert_eq!(sent, bytes, "the stalled receiver's sender did not finish");
-    assert_eq!(got, bytes, "the stalled receiver did not read everything");
 }

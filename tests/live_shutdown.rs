@@ -9,7 +9,7 @@ mod common;
 mod live_support;
 
 use std::{
-    io::Write,
+    io::{Read, Write},
     net::{TcpListener, TcpStream},
     process::{Command, Stdio},
     sync::atomic::{AtomicBool, Ordering},
@@ -239,7 +239,10 @@ fn runs_as_the_configured_user_and_still_captures() {
             while Instant::now() < end {
                 if let Ok((mut c, _)) = listener.accept() {
                     let _ = c.write_all(b"hello back\n");
-                    std::thread::sleep(Duration::from_millis(200));
+                    // Open until the client has its answer and closes.
+                    let _ = c.set_nonblocking(false);
+                    let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+                    let _ = c.read_to_end(&mut Vec::new());
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(10));
@@ -253,7 +256,12 @@ fn runs_as_the_configured_user_and_still_captures() {
             .expect("connect")
         });
         s.write_all(b"hello\n").expect("write");
-        std::thread::sleep(Duration::from_millis(300));
+        // The answer back: the data went both ways past the probe.
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut back = [0u8; 11];
+        s.read_exact(&mut back).expect("the server's answer");
+        assert_eq!(&back, b"hello back\n");
         s.local_addr().expect("addr").port()
     });
     let (status, records, log) = probe.stop();

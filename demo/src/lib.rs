@@ -17,6 +17,7 @@ mod packet;
 mod probe;
 mod proc;
 mod records;
+mod report;
 pub mod serve;
 mod topo;
 mod traffic;

@@ -69,22 +69,36 @@ fn ours(recs: &[Value], by_pair: bool) -> Dirs {
             s = strip_port(&s);
             proto = 0;
         }
-        let (st, en) = (
+        let span = (
             r["start_us"].as_u64().unwrap(),
             r["end_us"].as_u64().unwrap(),
         );
-        for (from, to, d) in [(&c, &s, "c2s"), (&s, &c, "s2c")] {
-            add(
-                &mut m,
-                (from.clone(), to.clone(), proto),
-                r[d]["packets"].as_u64().unwrap(),
-                r[d]["bytes"].as_u64().unwrap(),
-                st,
-                en,
-            );
-        }
+        add_both(&mut m, (&c, &s, proto), r, "bytes", span);
     }
     m
+}
+
+/// Both directions of one flow (`v["c2s"]`, `v["s2c"]`, their byte count
+/// under `bytes`), each keyed by (from, to, proto).
+fn add_both(
+    m: &mut Dirs,
+    (c, s, proto): (&str, &str, u64),
+    v: &Value,
+    bytes: &str,
+    span: (u64, u64),
+) {
+    for (from, to, d) in [(c, s, "c2s"), (s, c, "s2c")] {
+        let key = (from.to_string(), to.to_string(), proto);
+        let packets = v[d]["packets"].as_u64().unwrap();
+        add(
+            m,
+            key,
+            packets,
+            v[d][bytes].as_u64().unwrap(),
+            span.0,
+            span.1,
+        );
+    }
 }
 
 fn theirs(flows: &[Value], by_pair: bool) -> Dirs {
@@ -98,20 +112,11 @@ fn theirs(flows: &[Value], by_pair: bool) -> Dirs {
             s = strip_port(&s);
             proto = 0;
         }
-        let (st, en) = (
+        let span = (
             f["first_us"].as_u64().unwrap(),
             f["last_us"].as_u64().unwrap(),
         );
-        for (from, to, d) in [(&c, &s, "c2s"), (&s, &c, "s2c")] {
-            add(
-                &mut m,
-                (from.clone(), to.clone(), proto),
-                f[d]["packets"].as_u64().unwrap(),
-                f[d]["ip_bytes"].as_u64().unwrap(),
-                st,
-                en,
-            );
-        }
+        add_both(&mut m, (&c, &s, proto), f, "ip_bytes", span);
     }
     m
 }

@@ -145,7 +145,6 @@ const TIMING_MARGIN_NS: u64 = 1_000_000;
 /// handshake RTT since the segment that set the expected SEQ) lies within
 /// [`TIMING_MARGIN_NS`] of that threshold in tcpdump's timestamps.
 fn near_ooo_threshold(pkts: &[tshark::Pkt], client: &str) -> [u64; 2] {
-    let before = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
     let Some(threshold) = pkts.iter().find_map(|p| p.initial_rtt_ns) else {
         return [0; 2];
     };
@@ -153,23 +152,18 @@ fn near_ooo_threshold(pkts: &[tshark::Pkt], client: &str) -> [u64; 2] {
     let mut near = [0u64; 2];
     for p in pkts {
         let d = usize::from(p.src != client);
-        let seg_len = p.len
-            + u32::from(p.flags & tshark::F_SYN != 0)
-            + u32::from(p.flags & tshark::F_FIN != 0);
+        let seg_len = rules::seg_len(p);
         if seg_len == 0 {
             continue;
         }
         if let Some((n, t)) = next[d]
-            && before(p.seq, n)
+            && rules::before(p.seq, n)
             && p.seq.wrapping_add(seg_len) != n
             && p.ts_ns.saturating_sub(t).abs_diff(threshold) <= TIMING_MARGIN_NS
         {
             near[d] += 1;
         }
-        let end = p.seq.wrapping_add(seg_len);
-        if next[d].is_none_or(|(n, _)| before(n, end)) {
-            next[d] = Some((end, p.ts_ns));
-        }
+        rules::advance_next(&mut next[d], p);
     }
     near
 }

@@ -1,7 +1,6 @@
 //! Whether a capture's timestamps go back, and by how much against the
-//! probe's time-order window: the oracle decides from it whether tshark
-//! reads a sorted copy, the capture rig whether to capture again. One
-//! copy, included by both (`live_support::rig` takes it by path).
+//! probe's time-order window: the capture rig decides from it whether to
+//! capture again, the oracle whether tshark reads a sorted copy.
 
 use std::path::Path;
 

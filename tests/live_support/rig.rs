@@ -156,6 +156,4 @@ impl Rig {
     }
 }
 
-/// The oracle's reading of a capture's time order (one copy).
-#[path = "../oracle/order.rs"]
-mod order;
+use super::order;

@@ -6,7 +6,6 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 pub mod flows;
-pub mod order;
 pub mod rules;
 pub mod tshark;
 
@@ -70,7 +69,7 @@ pub enum TimeOrder {
 }
 
 pub fn time_order(file: &Path) -> TimeOrder {
-    match order::inversions(file).unwrap_or_else(|e| panic!("{e}")) {
+    match crate::live_support::order::inversions(file).unwrap_or_else(|e| panic!("{e}")) {
         (false, false) => TimeOrder::InOrder,
         (true, false) => TimeOrder::WithinWindow,
         (false, true) => TimeOrder::LateOnly,

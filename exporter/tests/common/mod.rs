@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use xdprobe_dataplane::flow::record::{DirStats, Npm, TsRttLeg, TsRttRecord};
 use xdprobe_dataplane::{EndReason, FlowRecord, Timestamp};
-use xdprobe_exporter::{ExportStats, Exporter};
+use xdprobe_exporter::{ExportStats, Exporter, ExporterConfig};
 
 /// Polls the exporter's live numbers until `cond` holds (bounded: 10 s):
 /// a test waits for what it needs, not for a fixed time.
@@ -192,4 +192,25 @@ pub fn decode_all(msgs: Vec<Vec<u8>>) -> (Vec<Value>, Vec<(u32, String)>) {
         .recv_timeout(Duration::from_secs(20))
         .expect("ipfix crate hung or panicked");
     (recs, names)
+}
+
+/// Exports `recs` through an exporter of `cfg`, pausing `pause` after
+/// the records whose index `pause_after` picks, and shuts it down: its
+/// final numbers.
+pub fn export_paced(
+    cfg: ExporterConfig,
+    recs: &[FlowRecord],
+    pause_after: impl Fn(usize) -> bool,
+    pause: Duration,
+) -> ExportStats {
+    let ex = Exporter::spawn(cfg).unwrap();
+    let tx = ex.sender();
+    for (i, r) in recs.iter().enumerate() {
+        tx.send_blocking(*r);
+        if pause_after(i) {
+            std::thread::sleep(pause);
+        }
+    }
+    drop(tx);
+    ex.shutdown().unwrap()
 }

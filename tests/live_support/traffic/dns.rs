@@ -117,7 +117,7 @@ pub(super) fn dns_client(p: &Plan) -> usize {
     let mut buf = [0u8; 512];
     let mut unanswered = 0;
     for k in 0..p.dns_queries {
-        let id = (rng.next() % 65534 + 1) as u16;
+        let id = (rng.next_u64() % 65534 + 1) as u16;
         build(id, &format!("host{k}.example.test"), &mut q);
         let fresh;
         let s = if k % 2 == 0 {

@@ -91,18 +91,9 @@ impl Default for Plan {
     }
 }
 
-/// splitmix64: the DNS client's query IDs, reproducible from a seed.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
+/// splitmix64 (the demo bridge's): the DNS client's query IDs,
+/// reproducible from a seed.
+pub use xdprobe_demo::bridge::Rng;
 
 /// Starts `f` on a thread that has joined `ns`.
 pub fn in_ns<T: Send + 'static>(

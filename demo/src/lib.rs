@@ -17,7 +17,6 @@ mod packet;
 mod probe;
 mod proc;
 mod records;
-mod report;
 pub mod serve;
 mod topo;
 mod traffic;

@@ -27,6 +27,8 @@ use std::{
 use anyhow::{Context, bail};
 
 use crate::FormatArg;
+
+mod report;
 use crate::bridge::{Bridge, Impair, Leg, LegStats};
 use crate::collector::{self, Collector};
 use crate::probe::{self, Probe};
@@ -264,7 +266,7 @@ fn live(o: &LiveOptions, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
         client_pid,
         traffic_log,
     };
-    let code = crate::report::report(o, &results, started.elapsed())?;
+    let code = report::report(o, &results, started.elapsed())?;
     if work.keep {
         say!("files kept in {}", work.path.display());
     }

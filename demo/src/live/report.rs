@@ -7,8 +7,8 @@ use std::{fmt::Write as _, io::Write as _, path::Path, process::ExitCode, time::
 
 use xdprobe_dataplane::FlowRecord;
 
+use super::{LiveOptions, Results};
 use crate::bridge::LegStats;
-use crate::live::{LiveOptions, Results};
 use crate::probe;
 use crate::{FormatArg, records};
 

@@ -189,6 +189,15 @@ impl Collector for HostCollector {
         for (seg, hist) in &m.segments {
             hist.encode(&mut h, &[("segment", seg.as_str())])?;
         }
+        let mut g = enc.encode_descriptor(
+            "xdprobe_host_segment_latency_quantile",
+            "Quantiles (0.5, 0.9, 0.99) of the same timed bytes, nearest rank within 0.5 %.",
+            Some(&unit),
+            MetricType::Gauge,
+        )?;
+        for (seg, hist) in &m.segments {
+            hist.encode_quantiles(&mut g, &[("segment", seg.as_str())])?;
+        }
         let mut h = enc.encode_descriptor(
             "xdprobe_host_connect_latency",
             "connect() to ESTABLISHED of this host's outgoing TCP connections.",

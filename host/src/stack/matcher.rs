@@ -92,8 +92,6 @@ pub struct MatcherConfig {
     pub max_flows: usize,
     pub max_obs_per_track: usize,
     pub max_anchors: usize,
-    /// Samples kept per segment for percentiles.
-    pub keep_samples: usize,
     /// The layers the probe observes (an anchor seen by all of them needs
     /// no wait).
     pub attached: Vec<Layer>,
@@ -119,7 +117,6 @@ impl Default for MatcherConfig {
             max_flows: 65_536,
             max_obs_per_track: 8192,
             max_anchors: 8192,
-            keep_samples: crate::stack::stats::DEFAULT_KEEP,
             attached: Layer::ALL.to_vec(),
             raw_samples: false,
             min_interval_ns: 0,
@@ -563,6 +560,11 @@ impl Matcher {
         } else if matches!(layer, Layer::SockTx | Layer::SockRx) {
             flow.anchors.entry(e - 1).or_insert(ev.ts_ns);
         }
+        if flow.anchors.len() > cfg.max_anchors {
+            // A fast flow fills the bound between two advances: settle
+            // what every layer has passed before dropping anything.
+            resolve(&key, flow, cfg, self.edges, ev.ts_ns, false, &mut self.raw);
+        }
         while flow.anchors.len() > cfg.max_anchors {
             flow.anchors.pop_first();
             counters.anchors_dropped += 1;
@@ -742,15 +744,12 @@ fn resolve(
             flow.stats
                 .segs
                 .entry((la, lb))
-                .or_insert_with(|| Samples::with_cap(cfg.keep_samples))
+                .or_default()
                 .add(tb.saturating_sub(ta));
         }
         let (l0, t0) = times[0];
         let (ln, tn) = times[times.len() - 1];
         if l0 == Layer::SockTx && ln == Layer::SockRx {
-            if flow.stats.t8.is_empty() {
-                flow.stats.t8 = Samples::with_cap(cfg.keep_samples);
-            }
             flow.stats.t8.add(tn.saturating_sub(t0));
         }
     }

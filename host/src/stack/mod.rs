@@ -6,4 +6,5 @@ pub mod matcher;
 pub mod output;
 pub mod plot;
 pub mod probe;
+pub mod quantiles;
 pub mod stats;

@@ -153,12 +153,33 @@ fn options(a: &HostArgs) -> anyhow::Result<(StackOptions, HostSettings)> {
         o.netns.push(netns_inode(n)?);
     }
     o.tgids.extend(&a.pids);
+    // A scope that can match nothing (a port 0, a process that is not
+    // there) would run and report nothing: say so instead.
+    xdprobe_host::scope::check_scope(&o.ports, &o.tgids)
+        .map_err(|e| anyhow::anyhow!("{}", flag_words(&e.to_string())))?;
     o.empty_programs = a.empty_programs;
     for p in &a.cgroups {
         o.cgroups
             .push(xdprobe_host::scope::cgroup_id(p).with_context(|| "--cgroup".to_owned())?);
     }
     Ok((o, host))
+}
+
+/// A scope error as the command line names things (`--pid`, `--port`).
+fn flag_words(e: &str) -> String {
+    format!("--{e}")
+}
+
+/// Warns of other processes running the same kind of probe (named by
+/// their programs' prefix): both work, but every hook then runs both
+/// programs, twice the cost inside the paths being timed.
+pub(crate) fn warn_other_agents(prefix: &str, what: &str) {
+    for h in xdprobe_host::kernel::agents::others_holding(&[prefix]) {
+        tracing::warn!(
+            "another {what} is running: {h}, holding {}; both observe every hook, each costing the kernel its own program run per packet",
+            h.programs.join(", ")
+        );
+    }
 }
 
 pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
@@ -176,6 +197,7 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_SETUP));
         }
     };
+    warn_other_agents("stack_", "stack-latency agent");
     let mut probe = match StackProbe::start(&kernel, &opts) {
         Ok(p) => p,
         Err(e) if e.is_setup_error() => {

@@ -170,6 +170,11 @@ impl HostProbe {
         (reports, err)
     }
 
+    /// The probe's process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }

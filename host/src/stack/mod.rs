@@ -2,6 +2,8 @@
 //! sequence number → per-segment statistics → reports.
 
 pub mod agent;
+mod hookset;
+mod links;
 pub mod matcher;
 pub mod output;
 pub mod plot;

@@ -1,4 +1,7 @@
+use std::net::{IpAddr, Ipv4Addr};
+
 use super::*;
+use crate::stack::stats::Summary;
 
 const SNS: u32 = 1001; // sender's namespace
 const RNS: u32 = 1002; // receiver's namespace

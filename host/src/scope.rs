@@ -162,6 +162,7 @@ pub fn matcher_config(
     MatcherConfig {
         sample_bytes: opts.sample_bytes,
         idle_ns: ns(h.idle_timeout),
+        hold_ns: ns(h.hold),
         report_ns: ns(h.report_interval),
         max_flows: h.max_flows,
         attached,

@@ -269,6 +269,11 @@ impl Collector for HostCollector {
                 "Timed bytes dropped (per-flow bound).",
                 mt.anchors_dropped,
             ),
+            (
+                "xdprobe_host_held_out",
+                "Timed bytes given up as slow: not at every layer when the hold ran out.",
+                mt.cut,
+            ),
             ("xdprobe_host_reports", "Flow reports written.", m.reports),
             (
                 "xdprobe_host_ipfix_errors",

@@ -396,6 +396,18 @@ pub fn realtime() {
     assert_eq!(rc, 0, "SCHED_FIFO: {}", std::io::Error::last_os_error());
 }
 
+/// Waits at most `ms` for `s` to be readable.
+pub fn wait_readable_ms(s: &TcpStream, ms: i32) {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: s.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one valid pollfd with a bounded timeout.
+    unsafe { libc::poll(&mut p, 1, ms) };
+}
+
 fn wait_readable(s: &TcpStream) {
     use std::os::fd::AsRawFd;
     let mut p = libc::pollfd {

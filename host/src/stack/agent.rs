@@ -10,7 +10,8 @@ use xdprobe_common::host::{StackCounters, StackEvent};
 
 use crate::stack::matcher::{FlowReport, MatchCounters, Matcher, RawSample};
 use crate::stack::probe::StackProbe;
-pub use crate::stack::windows::{MAX_DRAIN, Schedule, Windows};
+use crate::stack::stats::Summary;
+pub use crate::stack::windows::{MAX_DRAIN, Schedule, WindowTotals, Windows};
 
 /// How often, and past what age, the kernel's per-thread and per-socket
 /// entries are collected (a send call that blocks longer loses its
@@ -63,15 +64,22 @@ impl WallClock {
 /// window schedule, reports): a ring that fills as fast as it is read
 /// must not keep the loop from them.
 pub const DRAIN_BATCH: usize = 4096;
+
 /// What the loop did, for the end-of-run summary.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct RunStats {
     /// Sampling windows opened (0 without time sampling) and how long the
-    /// layer programs were attached in all; windows whose drain hit
-    /// [`MAX_DRAIN`] with bytes still on their way.
+    /// layer programs were attached in all; windows whose drain hit the
+    /// hold with bytes still on their way.
     pub windows: u64,
     pub observed: Duration,
     pub drain_cut: u64,
+    /// The windows as measured (`None` without time sampling).
+    pub window: Option<WindowTotals>,
+    /// T8 of bytes that entered within [`crate::stack::matcher::EARLY_NS`] of a window's opening
+    /// and of the others (`Matcher::window_latency`).
+    pub t8_early: Summary,
+    pub t8_rest: Summary,
     pub elapsed: Duration,
     pub kernel: StackCounters,
     /// Program runs the kernel skipped (`StackProbe::kernel_skipped`).
@@ -183,13 +191,17 @@ pub fn run_with(
     if !raw.is_empty() {
         out(Output::Samples(raw));
     }
-    let (windows, observed, drain_cut) = schedule.map_or((0, started.elapsed(), 0), |s| {
+    let (windows, observed, drain_cut) = schedule.as_ref().map_or((0, started.elapsed(), 0), |s| {
         (s.windows, s.observed, s.drain_cut)
     });
+    let (t8_early, t8_rest) = matcher.window_latency();
     RunStats {
         windows,
         observed,
         drain_cut,
+        window: schedule.as_ref().map(Schedule::measured),
+        t8_early,
+        t8_rest,
         elapsed: started.elapsed(),
         kernel: probe.counters(),
         kernel_skipped: probe.kernel_skipped(),

@@ -33,8 +33,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use xdprobe_common::host::{StackEvent, layer as code};
 
 use crate::hooks::Layer;
+use crate::stack::stats::Summary;
 use resolve::{expected, in_scope, report, resolve, trim};
-use state::{Edges, Flow, FlowStats, Obs, Track, Unwrap};
+pub use state::EARLY_NS;
+use state::{Edges, Flow, FlowStats, Obs, Totals, Track, Unwrap};
 pub use types::{
     End, EndReason, FlowKey, FlowReport, MatchCounters, MatcherConfig, RawSample, Segment,
     segment_name,
@@ -44,7 +46,7 @@ pub struct Matcher {
     cfg: MatcherConfig,
     flows: HashMap<FlowKey, Flow>,
     counters: MatchCounters,
-    raw: Vec<RawSample>,
+    totals: Totals,
     edges: Edges,
 }
 
@@ -54,7 +56,7 @@ impl Matcher {
             cfg,
             flows: HashMap::new(),
             counters: MatchCounters::default(),
-            raw: Vec::new(),
+            totals: Totals::default(),
             edges: Edges::default(),
         }
     }
@@ -68,7 +70,7 @@ impl Matcher {
         // gap are a new stretch.
         let cfg = &self.cfg;
         for (key, flow) in self.flows.iter_mut() {
-            resolve(key, flow, cfg, self.edges, now_ns, true, &mut self.raw);
+            resolve(key, flow, cfg, self.edges, now_ns, true, &mut self.totals);
             for t in &mut flow.tracks {
                 t.obs.clear();
             }
@@ -105,23 +107,42 @@ impl Matcher {
         })
     }
 
+    /// How long a byte waits for its late layers before it is given up
+    /// as slow (`cut`); a closing window's drain waits no longer.
+    pub fn hold(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.cfg.hold_ns)
+    }
+
     /// Resolves what the layers have all passed (no reports): the drain
     /// of a closing window.
     pub fn settle(&mut self, now_ns: u64) {
         let cfg = &self.cfg;
         let edges = self.edges;
         for (key, flow) in self.flows.iter_mut() {
-            resolve(key, flow, cfg, edges, now_ns, false, &mut self.raw);
+            resolve(key, flow, cfg, edges, now_ns, false, &mut self.totals);
         }
     }
 
     /// The timed anchors since the last call (only with `raw_samples`).
     pub fn take_samples(&mut self) -> Vec<RawSample> {
-        std::mem::take(&mut self.raw)
+        std::mem::take(&mut self.totals.raw)
     }
 
     pub fn counters(&self) -> MatchCounters {
-        self.counters
+        MatchCounters {
+            cut: self.totals.cut,
+            ..self.counters
+        }
+    }
+
+    /// T8 of the bytes that entered within 5 ms of a window's opening
+    /// (the probe's start is one) and of those that entered later, all
+    /// flows: whether attaching disturbs what it times.
+    pub fn window_latency(&self) -> (Summary, Summary) {
+        (
+            self.totals.t8_early.summary(),
+            self.totals.t8_rest.summary(),
+        )
     }
 
     pub fn flows(&self) -> usize {
@@ -135,10 +156,13 @@ impl Matcher {
             return;
         };
         if ev.layer == code::CLOSE {
-            for k in [key, key.reverse()] {
-                if let Some(f) = self.flows.get_mut(&k) {
-                    f.closed_ns.get_or_insert(ev.ts_ns);
-                }
+            // The event names the closing socket's local end first: it
+            // sends the flow `key` and receives its reverse.
+            if let Some(f) = self.flows.get_mut(&key) {
+                f.closed_tx.get_or_insert(ev.ts_ns);
+            }
+            if let Some(f) = self.flows.get_mut(&key.reverse()) {
+                f.closed_rx.get_or_insert(ev.ts_ns);
             }
             return;
         }
@@ -159,9 +183,11 @@ impl Matcher {
                 resync: false,
                 tracks: Vec::new(),
                 anchors: BTreeMap::new(),
+                gave_up: Default::default(),
                 first_ns: ev.ts_ns,
                 last_ns: ev.ts_ns,
-                closed_ns: None,
+                closed_tx: None,
+                closed_rx: None,
                 report_start_ns: ev.ts_ns,
                 record_seq: 0,
                 skipped: 0,
@@ -198,6 +224,7 @@ impl Matcher {
                     netns: ev.netns,
                     obs: VecDeque::new(),
                     highest: 0,
+                    aged_to: 0,
                     tgid: 0,
                 });
                 flow.tracks.len() - 1
@@ -236,17 +263,27 @@ impl Matcher {
             let mut p = b + u64::from(if r == 0 { 0 } else { n - r });
             let mut added = 0;
             while p < e && added < 64 {
-                flow.anchors.entry(p).or_insert(ev.ts_ns);
+                if flow.may_anchor(p) {
+                    flow.anchors.entry(p).or_insert(ev.ts_ns);
+                }
                 p += u64::from(n);
                 added += 1;
             }
-        } else if matches!(layer, Layer::SockTx | Layer::SockRx) {
+        } else if matches!(layer, Layer::SockTx | Layer::SockRx) && flow.may_anchor(e - 1) {
             flow.anchors.entry(e - 1).or_insert(ev.ts_ns);
         }
         if flow.anchors.len() > cfg.max_anchors {
             // A fast flow fills the bound between two advances: settle
             // what every layer has passed before dropping anything.
-            resolve(&key, flow, cfg, self.edges, ev.ts_ns, false, &mut self.raw);
+            resolve(
+                &key,
+                flow,
+                cfg,
+                self.edges,
+                ev.ts_ns,
+                false,
+                &mut self.totals,
+            );
         }
         while flow.anchors.len() > cfg.max_anchors {
             flow.anchors.pop_first();
@@ -259,13 +296,13 @@ impl Matcher {
     /// the events) and reports flows that ended, idled or are due.
     pub fn advance(&mut self, now_ns: u64, out: &mut impl FnMut(FlowReport)) {
         let cfg = &self.cfg;
-        let raw = &mut self.raw;
+        let raw = &mut self.totals;
         let mut gone = Vec::new();
         for (key, flow) in self.flows.iter_mut() {
             resolve(key, flow, cfg, self.edges, now_ns, false, raw);
             trim(flow, cfg, now_ns);
             let ended = flow
-                .closed_ns
+                .ended_at()
                 .is_some_and(|c| now_ns.saturating_sub(c) > cfg.hold_ns);
             let idle = now_ns.saturating_sub(flow.last_ns) > cfg.idle_ns;
             if ended || idle {
@@ -301,7 +338,15 @@ impl Matcher {
         keys.sort();
         for k in keys {
             if let Some(mut flow) = self.flows.remove(&k) {
-                resolve(&k, &mut flow, cfg, self.edges, now_ns, true, &mut self.raw);
+                resolve(
+                    &k,
+                    &mut flow,
+                    cfg,
+                    self.edges,
+                    now_ns,
+                    true,
+                    &mut self.totals,
+                );
                 if in_scope(&flow, cfg) {
                     out(report(&k, &flow, EndReason::Forced));
                 }

@@ -119,6 +119,8 @@ struct JsonReport<'a> {
     incomplete: u64,
     /// Cut by the observation's edges (`FlowReport::edge`).
     edge: u64,
+    /// Held out as slower than the hold (`FlowReport::cut`).
+    cut: u64,
     skipped: u64,
 }
 
@@ -159,6 +161,7 @@ pub fn to_json(r: &FlowReport, clock: &WallClock, comms: &mut Comms) -> serde_js
         complete: r.complete,
         incomplete: r.incomplete,
         edge: r.edge,
+        cut: r.cut,
         skipped: r.skipped,
     };
     serde_json::to_value(j).unwrap_or_default()

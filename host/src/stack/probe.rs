@@ -120,6 +120,10 @@ pub struct StackProbe {
     /// Which programs may observe ([`GATE_ENTRY`], [`GATE_REST`]);
     /// `None` for the empty programs.
     gate: Option<Array<MapData, u32>>,
+    /// When the send path's entry last opened (`names::STACK_EPOCH`):
+    /// the programs pair no send call entered before it. `None` for the
+    /// empty programs.
+    epoch: Option<Array<MapData, u64>>,
     /// The sampling windows the agent keeps (from the options).
     pub windows: Option<crate::stack::agent::Windows>,
     closer: Closer,
@@ -161,6 +165,13 @@ impl StackProbe {
                     .map_err(|e| ProbeError::Map(names::STACK_GATE, e))?;
                 Some(g)
             }
+            None => None,
+        };
+        let epoch = match ebpf.take_map(names::STACK_EPOCH) {
+            Some(m) => Some(
+                Array::<MapData, u64>::try_from(m)
+                    .map_err(|e| ProbeError::Map(names::STACK_EPOCH, e))?,
+            ),
             None => None,
         };
         // Close first: a flow that ends while we attach the rest is still
@@ -254,6 +265,7 @@ impl StackProbe {
             links,
             close,
             gate,
+            epoch,
             windows: opts.windows,
             closer: Closer::new(),
             ebpf,
@@ -262,20 +274,35 @@ impl StackProbe {
 
     /// Attaches every layer program a closed window detached, the send
     /// path's entry last (so a byte let in is seen by every layer after
-    /// it), and opens the gate of those that stayed attached. Returns how
-    /// many were attached.
-    pub fn open_window(&mut self) -> Result<usize, ProbeError> {
-        let mut n = 0;
+    /// it), and opens the gate of those that stayed attached. Returns when
+    /// the entry opened (monotonic ns): send calls entered before it are
+    /// not timed.
+    pub fn open_window(&mut self) -> Result<u64, ProbeError> {
+        let mut opened = 0;
         for (entry, gate) in [(false, GATE_REST), (true, GATE_REST | GATE_ENTRY)] {
             for a in self.links.iter_mut().filter(|a| a.entry == entry) {
                 if a.link.is_none() {
                     a.attach(&mut self.ebpf)?;
-                    n += 1;
                 }
+            }
+            if entry {
+                // Before the entry opens: every call stamped after this
+                // is the window's; one stamped before it (its return
+                // fell between windows, unseen) is never paired.
+                opened = crate::stack::agent::monotonic_ns();
+                self.set_epoch(opened);
             }
             self.set_gate(gate);
         }
-        Ok(n)
+        Ok(opened)
+    }
+
+    fn set_epoch(&mut self, ns: u64) {
+        if let Some(e) = self.epoch.as_mut()
+            && let Err(err) = e.set(0, ns, 0)
+        {
+            tracing::warn!(error = %err, "setting the window's epoch");
+        }
     }
 
     /// Closes the send path's entry: no new send call is timed; the

@@ -2,7 +2,7 @@
 //! segment samples, forgetting what no anchor needs, and reports.
 
 use crate::hooks::Layer;
-use crate::stack::matcher::state::{Edges, Flow, Track};
+use crate::stack::matcher::state::{EARLY_NS, Edges, Flow, Totals, Track, held_out};
 use crate::stack::matcher::types::{
     End, EndReason, FlowKey, FlowReport, MatcherConfig, RawSample, Segment, segment_name,
 };
@@ -56,7 +56,7 @@ pub(super) fn resolve(
     edges: Edges,
     now_ns: u64,
     force: bool,
-    raw: &mut Vec<RawSample>,
+    totals: &mut Totals,
 ) {
     let tracks = expected(flow);
     if tracks.is_empty() {
@@ -90,47 +90,82 @@ pub(super) fn resolve(
         }
         let missing = !passed || gaps.iter().any(|&g| g);
         if missing || times.len() < 2 {
+            flow.give_up(pos);
+            // A layer's time forgotten as older than the hold: the byte
+            // passed it that long ago and is not through yet (a read that
+            // ends on it came after the hold).
+            let aged = tracks
+                .iter()
+                .zip(&gaps)
+                .any(|(&i, &g)| g && pos < flow.tracks[i].aged_to);
             if edges.cut(created, &gaps, cfg.hold_ns) {
                 flow.stats.edge += 1;
+            } else if aged || held_out(&edges, old, &gaps) {
+                flow.stats.cut += 1;
+                totals.cut += 1;
             } else {
                 flow.stats.incomplete += 1;
             }
             continue;
         }
-        let t0 = times[0].1;
-        if cfg.min_interval_ns > 0
-            && flow
-                .stats
-                .last_counted_ns
-                .is_some_and(|l| t0.saturating_sub(l) < cfg.min_interval_ns)
-        {
-            flow.stats.thinned += 1;
-            continue;
+        count(key, flow, cfg, edges, pos, &times, totals);
+    }
+}
+
+/// A byte every layer timed: into the flow's segments and T8 (unless the
+/// time-based sampling leaves it out), the raw samples, and the early /
+/// later T8 split of windows.
+fn count(
+    key: &FlowKey,
+    flow: &mut Flow,
+    cfg: &MatcherConfig,
+    edges: Edges,
+    pos: u64,
+    times: &[(Layer, u64)],
+    totals: &mut Totals,
+) {
+    let t0 = times[0].1;
+    if cfg.min_interval_ns > 0
+        && flow
+            .stats
+            .last_counted_ns
+            .is_some_and(|l| t0.saturating_sub(l) < cfg.min_interval_ns)
+    {
+        flow.stats.thinned += 1;
+        return;
+    }
+    flow.stats.last_counted_ns = Some(t0);
+    flow.stats.complete += 1;
+    if cfg.raw_samples {
+        totals.raw.push(RawSample {
+            key: *key,
+            pos,
+            times: times.to_vec(),
+        });
+    }
+    for w in times.windows(2) {
+        let ((la, ta), (lb, tb)) = (w[0], w[1]);
+        if tb < ta {
+            flow.stats.negative += 1;
         }
-        flow.stats.last_counted_ns = Some(t0);
-        flow.stats.complete += 1;
-        if cfg.raw_samples {
-            raw.push(RawSample {
-                key: *key,
-                pos,
-                times: times.clone(),
-            });
-        }
-        for w in times.windows(2) {
-            let ((la, ta), (lb, tb)) = (w[0], w[1]);
-            if tb < ta {
-                flow.stats.negative += 1;
-            }
-            flow.stats
-                .segs
-                .entry((la, lb))
-                .or_default()
-                .add(tb.saturating_sub(ta));
-        }
-        let (l0, t0) = times[0];
-        let (ln, tn) = times[times.len() - 1];
-        if l0 == Layer::SockTx && ln == Layer::SockRx {
-            flow.stats.t8.add(tn.saturating_sub(t0));
+        flow.stats
+            .segs
+            .entry((la, lb))
+            .or_default()
+            .add(tb.saturating_sub(ta));
+    }
+    let (l0, t0) = times[0];
+    let (ln, tn) = times[times.len() - 1];
+    if l0 == Layer::SockTx && ln == Layer::SockRx {
+        let t8 = tn.saturating_sub(t0);
+        flow.stats.t8.add(t8);
+        let early = edges
+            .opened_ns
+            .is_some_and(|o| t0 >= o && t0 - o < EARLY_NS);
+        if early {
+            totals.t8_early.add(t8);
+        } else {
+            totals.t8_rest.add(t8);
         }
     }
 }
@@ -146,7 +181,9 @@ pub(super) fn trim(flow: &mut Flow, cfg: &MatcherConfig, now_ns: u64) {
             .front()
             .is_some_and(|o| o.e <= low && o.t < cutoff && t.obs.len() > 1)
         {
-            t.obs.pop_front();
+            if let Some(o) = t.obs.pop_front() {
+                t.aged_to = t.aged_to.max(o.e);
+            }
         }
     }
 }
@@ -196,5 +233,6 @@ pub(super) fn report(key: &FlowKey, flow: &Flow, reason: EndReason) -> FlowRepor
         skipped: flow.skipped,
         thinned: flow.stats.thinned,
         edge: flow.stats.edge,
+        cut: flow.stats.cut,
     }
 }

@@ -2,9 +2,10 @@
 //! anchors waiting, the statistics so far; and the edges of the current
 //! observation window.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::hooks::Layer;
+use crate::stack::matcher::types::RawSample;
 use crate::stack::stats::Samples;
 
 #[derive(Clone, Copy, Debug)]
@@ -21,6 +22,9 @@ pub(super) struct Track {
     pub(super) obs: VecDeque<Obs>,
     /// Highest end position seen (0: none yet).
     pub(super) highest: u64,
+    /// End of the observations forgotten as older than the hold: a byte
+    /// below it that still lacks a later layer's time is a slow one.
+    pub(super) aged_to: u64,
     pub(super) tgid: u32,
 }
 
@@ -66,6 +70,8 @@ pub(super) struct FlowStats {
     pub(super) negative: u64,
     /// Timed bytes left out by the time-based sampling.
     pub(super) thinned: u64,
+    /// Timed bytes held out: slower than the hold ([`FlowReport::cut`]).
+    pub(super) cut: u64,
     /// Timed bytes the observation's edges cut ([`FlowReport::edge`]).
     pub(super) edge: u64,
     /// First layer's time of the last byte counted.
@@ -82,9 +88,17 @@ pub(super) struct Flow {
     pub(super) tracks: Vec<Track>,
     /// Position → event time the anchor was created.
     pub(super) anchors: BTreeMap<u64, u64>,
+    /// Recent positions given up on (cut, incomplete, edge): a byte is
+    /// decided once, so a later layer's event (a read ending on a byte
+    /// given up as slow) does not make it anew. Bounded
+    /// ([`GAVE_UP_KEPT`], the lowest go first).
+    pub(super) gave_up: BTreeSet<u64>,
     pub(super) first_ns: u64,
     pub(super) last_ns: u64,
-    pub(super) closed_ns: Option<u64>,
+    /// When the sender's and the receiver's sockets closed (the kernel's
+    /// CLOSE state change of each).
+    pub(super) closed_tx: Option<u64>,
+    pub(super) closed_rx: Option<u64>,
     pub(super) report_start_ns: u64,
     pub(super) record_seq: u32,
     pub(super) skipped: u64,
@@ -110,8 +124,9 @@ impl Edges {
     /// time for the anchor. Cut at the start: only a prefix is missing
     /// (the byte had passed those layers before they were watched) and
     /// the anchor came up within the hold after the opening. Cut at the
-    /// end: the anchor came up after the entry closed, or only a suffix
-    /// is missing once everything was detached (the drain gave up on it).
+    /// end: the anchor came up after the entry closed. (A byte still on
+    /// its way when the drain gave up is slow, not cut by the window:
+    /// [`held_out`].)
     pub(super) fn cut(&self, created: u64, missing: &[bool], hold_ns: u64) -> bool {
         if self.closing_ns.is_some_and(|c| created >= c) {
             return true;
@@ -122,17 +137,74 @@ impl Edges {
         {
             return true;
         }
-        let last_seen = missing.iter().rposition(|m| !m);
-        let suffix = last_seen.is_some_and(|i| i + 1 < missing.len())
-            && missing[..=last_seen.unwrap_or(0)].iter().all(|m| !m);
-        if self.closed && suffix {
-            return true;
-        }
         let Some(open) = self.opened_ns else {
             return false;
         };
         let first_seen = missing.iter().position(|m| !m).unwrap_or(missing.len());
         let prefix = first_seen > 0 && missing[first_seen..].iter().all(|m| !m);
         prefix && created >= open && created - open <= hold_ns
+    }
+}
+
+/// Whether only a suffix of the layers lacks the byte: it passed the
+/// first ones and had not reached the rest (still on its way, or lost
+/// after them), as opposed to a layer in the middle skipping it.
+pub(super) fn suffix_missing(missing: &[bool]) -> bool {
+    let last_seen = missing.iter().rposition(|m| !m);
+    last_seen.is_some_and(|i| i + 1 < missing.len())
+        && missing[..=last_seen.unwrap_or(0)].iter().all(|m| !m)
+}
+
+/// A byte given up on because it was slow: it had not reached every
+/// layer when the hold ran out (`old`) or when a window's drain, bounded
+/// by the hold, ended (`edges.closed`). Counted as `cut`, never silently.
+pub(super) fn held_out(edges: &Edges, old: bool, missing: &[bool]) -> bool {
+    (old || edges.closed) && suffix_missing(missing)
+}
+
+/// How long after a window opens a byte counts as entering "early", for
+/// the measurement of whether attaching disturbs what it times.
+pub const EARLY_NS: u64 = 5_000_000;
+
+/// What resolving adds up across flows: the raw samples file's lines,
+/// bytes held out, and T8 of bytes that entered within [`EARLY_NS`] of a
+/// window's opening versus later.
+#[derive(Debug, Default)]
+pub(super) struct Totals {
+    pub(super) raw: Vec<RawSample>,
+    pub(super) cut: u64,
+    pub(super) t8_early: Samples,
+    pub(super) t8_rest: Samples,
+}
+
+/// Positions given up on that a flow remembers (8 bytes each).
+pub(super) const GAVE_UP_KEPT: usize = 1024;
+
+impl Flow {
+    /// When this direction's data is all through: the receiving socket
+    /// closed (no read can come after), or, when no receiving socket is
+    /// seen here (it is on another host), the sending one. The sender's
+    /// close alone is not the end when the receiver is here: an orphaned
+    /// socket reaches CLOSE as soon as its FIN is acknowledged, while the
+    /// reader may still be reading what was sent before.
+    pub(super) fn ended_at(&self) -> Option<u64> {
+        let reader_here = self.tracks.iter().any(|t| t.layer == Layer::SockRx);
+        if reader_here {
+            self.closed_rx
+        } else {
+            self.closed_rx.or(self.closed_tx)
+        }
+    }
+
+    /// Whether an anchor may be made at `pos`: not one given up on.
+    pub(super) fn may_anchor(&self, pos: u64) -> bool {
+        !self.gave_up.contains(&pos)
+    }
+
+    pub(super) fn give_up(&mut self, pos: u64) {
+        self.gave_up.insert(pos);
+        if self.gave_up.len() > GAVE_UP_KEPT {
+            self.gave_up.pop_first();
+        }
     }
 }

@@ -165,6 +165,13 @@ pub struct FlowReport {
     /// Kept apart from `incomplete`, which means a layer really skipped
     /// the byte.
     pub edge: u64,
+    /// Timed bytes held out because they were slow: they had not reached
+    /// every layer when the hold ([`MatcherConfig::hold_ns`], `--hold`)
+    /// ran out, or when a sampling window's drain (bounded by the hold)
+    /// ended. Apart from `incomplete` (a layer skipped the byte) and
+    /// `edge`; a report's percentiles leave them out, so this says how
+    /// many of the slowest bytes are not in them.
+    pub cut: u64,
 }
 
 /// One timed anchor: the byte, and when each layer passed it.
@@ -188,6 +195,8 @@ pub struct MatchCounters {
     pub anchors_dropped: u64,
     pub obs_trimmed: u64,
     pub bad_events: u64,
+    /// Timed bytes held out, all flows ([`FlowReport::cut`]).
+    pub cut: u64,
 }
 
 /// Segment name for the layers `from` → `to` (adjacent or not).

@@ -262,8 +262,11 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
     let mut write_err = None;
     let mut on_output = |o: Output| match o {
         Output::Report(r) => {
+            // Flushed per report (a flow's end, not per packet): a
+            // report is readable (`tail -f`) when it is made.
             if let Some(w) = json.as_mut()
-                && let Err(e) = output::write_json(w, &r, &clock, &mut comms)
+                && let Err(e) =
+                    output::write_json(w, &r, &clock, &mut comms).and_then(|()| w.flush())
             {
                 write_err.get_or_insert(e);
             }

@@ -916,6 +916,11 @@ pub fn stack_set_state(ctx: TracePointContext) -> u32 {
         layer: layer::CLOSE,
         ..StackEvent::default()
     };
+    // The socket's namespace: a probe scoped by namespace (an agent
+    // watching its own host on a shared kernel) must see its closes.
+    if let Some(net) = rd::<u64>(sk, setting!(off.sk_net)) {
+        ev.netns = net_inum(net);
+    }
     if let Some(id) = state_identity(&ctx, &tp) {
         (ev.family, ev.saddr, ev.daddr, ev.sport, ev.dport) =
             (id.family, id.saddr, id.daddr, id.sport, id.dport);

@@ -15,18 +15,13 @@ use crate::stack::probe::StackProbe;
 /// A window opens by attaching the layers from the receiving socket back
 /// to the send path's entry, so every byte it lets in meets every layer;
 /// it closes the entry first and the rest only once the bytes let in
-/// have passed them all (at most [`MAX_DRAIN`]), so slow bytes are not
-/// the ones a window cuts.
+/// have passed them all, for at most the matcher's hold (`--hold`): the
+/// bytes still on their way then are counted as cut, not dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Windows {
     pub window: Duration,
     pub every: Duration,
 }
-
-/// The longest a closing window waits for bytes still on their way, by
-/// default: the matcher's default hold (`--hold`, `[host] hold`), the
-/// same bound on a late layer. The schedule takes the matcher's own.
-pub const MAX_DRAIN: Duration = Duration::from_millis(250);
 
 /// Where the window schedule is.
 #[derive(Clone, Copy, Debug)]

@@ -148,7 +148,7 @@ fn check_t8_against_application(server: SocketAddr, src: &str, port: u16, extra:
 
 #[test]
 fn t8_agrees_with_the_applications_own_timing_ipv4() {
-    if !require_root("t8_agrees_with_the_applications_own_timing_ipv4") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -161,7 +161,7 @@ fn t8_agrees_with_the_applications_own_timing_ipv4() {
 /// their BTF-typed twins) time the same bytes the same way.
 #[test]
 fn t8_agrees_with_classic_tracepoint_hooks_too() {
-    if !require_root("t8_agrees_with_classic_tracepoint_hooks_too") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -189,7 +189,7 @@ fn t8_agrees_with_classic_tracepoint_hooks_too() {
 
 #[test]
 fn t8_agrees_with_the_applications_own_timing_ipv6() {
-    if !require_root("t8_agrees_with_the_applications_own_timing_ipv6") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -199,7 +199,7 @@ fn t8_agrees_with_the_applications_own_timing_ipv6() {
 
 #[test]
 fn a_slow_reader_grows_t7_and_nothing_else() {
-    if !require_root("a_slow_reader_grows_t7_and_nothing_else") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -276,7 +276,7 @@ fn a_slow_reader_grows_t7_and_nothing_else() {
 
 #[test]
 fn a_missing_tracepoint_is_a_clear_error_and_leaves_nothing_attached() {
-    if !require_root("a_missing_tracepoint_is_a_clear_error_and_leaves_nothing_attached") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -307,7 +307,7 @@ fn a_missing_tracepoint_is_a_clear_error_and_leaves_nothing_attached() {
 
 #[test]
 fn sigterm_detaches_every_program() {
-    if !require_root("sigterm_detaches_every_program") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -326,7 +326,7 @@ fn sigterm_detaches_every_program() {
 
 #[test]
 fn a_shaped_device_queue_grows_t3_by_the_queueing_delay() {
-    if !require_root("a_shaped_device_queue_grows_t3_by_the_queueing_delay") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -418,7 +418,7 @@ fn kernel_events(stderr: &str) -> u64 {
 
 #[test]
 fn sampling_times_one_byte_in_n_and_keeps_the_percentiles() {
-    if !require_root("sampling_times_one_byte_in_n_and_keeps_the_percentiles") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -501,7 +501,7 @@ fn sampling_times_one_byte_in_n_and_keeps_the_percentiles() {
 
 #[test]
 fn function_hooks_are_a_per_kernel_option_refused_clearly_here() {
-    if !require_root("function_hooks_are_a_per_kernel_option_refused_clearly_here") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -555,7 +555,7 @@ fn windows_stats(stderr: &str) -> (u64, f64) {
 
 #[test]
 fn time_sampling_detaches_between_windows_and_keeps_t8() {
-    if !require_root("time_sampling_detaches_between_windows_and_keeps_t8") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();

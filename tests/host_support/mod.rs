@@ -160,7 +160,7 @@ impl HostProbe {
 
     /// The probe's process ID.
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
+        self.child.id()
     }
 
     pub fn stderr(&self) -> String {

@@ -32,6 +32,10 @@ pub struct WorkerStats {
     pub frags: FragStats,
     /// Timestamp-RTT counters and per-leg summaries.
     pub ts_rtt: TsRttWorker,
+    /// The L7 parsers' counters (what was found, what was refused).
+    pub l7: xdprobe_l7::L7Stats,
+    /// Bytes the L7 parsers' state holds (its high-water mark).
+    pub l7_bytes: u64,
 }
 
 pub struct Worker {
@@ -171,6 +175,8 @@ impl Worker {
             ip_length_clamped: self.clamped,
             frags: self.table.frag_stats(),
             ts_rtt: *self.table.ts_rtt_stats(),
+            l7: self.table.l7_stats().0,
+            l7_bytes: self.table.l7_stats().1,
         }
     }
 }

@@ -30,7 +30,7 @@ fn export(url: &str, recs: &[FlowRecord]) {
     let ex = Exporter::spawn(cfg).unwrap();
     let tx = ex.sender();
     for (i, r) in recs.iter().enumerate() {
-        tx.send_blocking(*r);
+        tx.send_blocking(r.clone());
         // Pace a little: a collector's socket buffer is finite.
         if i % 100 == 99 {
             std::thread::sleep(Duration::from_millis(5));

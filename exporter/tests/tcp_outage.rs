@@ -132,7 +132,7 @@ fn thirty_second_outage_loses_nothing_and_keeps_order() {
 
     // Phase 1: collector up.
     for r in &recs[..300] {
-        tx.send(*r).expect("channel has room");
+        tx.send(r.clone()).expect("channel has room");
         std::thread::sleep(Duration::from_millis(1));
     }
     std::thread::sleep(Duration::from_secs(1));
@@ -141,7 +141,7 @@ fn thirty_second_outage_loses_nothing_and_keeps_order() {
     // Phase 2: collector down for 30 s while records keep coming.
     let down = Instant::now();
     for r in &recs[300..600] {
-        tx.send(*r).expect("channel has room");
+        tx.send(r.clone()).expect("channel has room");
         std::thread::sleep(Duration::from_millis(95));
     }
     std::thread::sleep(Duration::from_secs(30).saturating_sub(down.elapsed()));
@@ -149,7 +149,7 @@ fn thirty_second_outage_loses_nothing_and_keeps_order() {
     // Phase 3: collector back on the same port.
     let reader = Reader::start(port);
     for r in &recs[600..] {
-        tx.send(*r).expect("channel has room");
+        tx.send(r.clone()).expect("channel has room");
         std::thread::sleep(Duration::from_millis(1));
     }
     drop(tx);
@@ -176,7 +176,7 @@ fn overflow_beyond_the_buffer_is_counted_and_the_rest_arrives() {
     let tx = ex.sender();
     let recs: Vec<_> = (0..250).map(tcp_record).collect();
     for r in &recs {
-        tx.send_blocking(*r);
+        tx.send_blocking(r.clone());
     }
     std::thread::sleep(Duration::from_millis(300));
     let reader = Reader::start(port);

@@ -82,7 +82,7 @@ fn export_named(
     let ex = Exporter::spawn(cfg).unwrap();
     let tx = ex.sender();
     for (i, r) in recs.iter().enumerate() {
-        tx.send_blocking(*r);
+        tx.send_blocking(r.clone());
         if i % 50 == 0 {
             std::thread::sleep(Duration::from_millis(20));
         }

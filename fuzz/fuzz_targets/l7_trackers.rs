@@ -42,6 +42,8 @@ fn blank() -> FlowRecord {
         npm: Npm::default(),
         seq_in_flow: 0,
         process: None,
+        app: None,
+        l7: None,
     }
 }
 

@@ -173,17 +173,15 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
                 }
                 return;
             };
-            // Offline: never drop a record, wait for the exporter instead.
-            if let Some(tx) = &sender {
-                tx.send_blocking(rec);
-            }
-            if out_err.is_some() {
-                return;
-            }
-            if let Some(w) = writer.as_mut()
+            if out_err.is_none()
+                && let Some(w) = writer.as_mut()
                 && let Err(e) = w.write(&rec)
             {
                 out_err = Some(e);
+            }
+            // Offline: never drop a record, wait for the exporter instead.
+            if let Some(tx) = &sender {
+                tx.send_blocking(rec);
             }
         };
         // Before the workers: the capture filter, then the progress bar.

@@ -8,7 +8,7 @@ use crate::flow::record::FlowRecord;
 pub(super) fn header(buf: &mut String) {
     let _ = writeln!(
         buf,
-        "{:<6} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>5} {:>5} {:<7}",
+        "{:<6} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>5} {:>5} {:<7} {:<12} name",
         "proto",
         "client",
         "server",
@@ -22,8 +22,30 @@ pub(super) fn header(buf: &mut String) {
         "dur_ms",
         "rtx",
         "ooo",
-        "end"
+        "end",
+        "app"
     );
+}
+
+/// What names the flow: the TLS or QUIC server name, the HTTP Host, the
+/// DNS question (then, for HTTP, the status of the last response).
+fn name(r: &FlowRecord) -> String {
+    use xdprobe_l7::L7Fields;
+    use xdprobe_l7::text::Shown;
+    let shown = |s: &Option<Box<[u8]>>| {
+        s.as_deref()
+            .map_or_else(String::new, |b| Shown(b).to_string())
+    };
+    match &r.l7 {
+        Some(L7Fields::Tls(t)) => shown(&t.sni),
+        Some(L7Fields::Quic(q)) => shown(&q.sni),
+        Some(L7Fields::Http(h)) => match h.status {
+            Some(s) => format!("{} {s}", shown(&h.host)),
+            None => shown(&h.host),
+        },
+        Some(L7Fields::Dns(d)) => shown(&d.qname),
+        None => String::new(),
+    }
 }
 
 /// The interval's timestamp RTT at the probe: the two legs' medians
@@ -42,7 +64,7 @@ pub(super) fn row(buf: &mut String, r: &FlowRecord) {
     let guess = if r.direction_guessed { "?" } else { "" };
     let _ = writeln!(
         buf,
-        "{:<6} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9.1} {:>5} {:>5} {:<7}",
+        "{:<6} {:<41} {:<41} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9.1} {:>5} {:>5} {:<7} {:<12} {}",
         super::proto_name(r.proto),
         format!("{}{guess}", ep(r.client_addr, r.client_port)),
         ep(r.server_addr, r.server_port),
@@ -56,6 +78,8 @@ pub(super) fn row(buf: &mut String, r: &FlowRecord) {
         dur_ms,
         r.c2s.retrans + r.s2c.retrans,
         r.c2s.ooo + r.s2c.ooo,
-        format!("{:?}", r.end_reason).to_lowercase()
+        format!("{:?}", r.end_reason).to_lowercase(),
+        r.app.map_or("-", |a| a.as_str()),
+        name(r)
     );
 }

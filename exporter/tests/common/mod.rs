@@ -83,6 +83,8 @@ pub fn tcp_record(i: u32) -> FlowRecord {
         },
         seq_in_flow: i % 3,
         process: None,
+        app: None,
+        l7: None,
     }
 }
 
@@ -121,6 +123,8 @@ pub fn dns_v6_record(i: u32) -> FlowRecord {
         },
         seq_in_flow: 0,
         process: None,
+        app: None,
+        l7: None,
     }
 }
 

@@ -4,5 +4,6 @@
 //! and the memory estimate every command makes before it allocates.
 
 pub mod budget;
+pub mod l7_settings;
 pub mod live;
 pub mod offline;

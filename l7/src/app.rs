@@ -127,8 +127,17 @@ const METHODS: &[&[u8]] = &[
     b"REPORT ",
 ];
 
+/// A request line's start: a method and, when the line's end is in
+/// `p`, ` HTTP/1.` in it (a line without a version is some other
+/// protocol's command, not HTTP/1.x).
 pub(crate) fn is_request_start(p: &[u8]) -> bool {
-    METHODS.iter().any(|m| p.starts_with(m))
+    if !METHODS.iter().any(|m| p.starts_with(m)) {
+        return false;
+    }
+    match p.iter().position(|b| *b == b'\n') {
+        Some(eol) => p[..eol].windows(8).any(|w| w == b" HTTP/1."),
+        None => true,
+    }
 }
 
 pub(crate) fn is_response_start(p: &[u8]) -> bool {
@@ -208,6 +217,11 @@ mod tests {
         );
         assert_eq!(guess_tcp(&[0u8; 42], (1024, 80)), Guess::Nothing);
         assert_eq!(guess_tcp(b"GETX / HTTP/1.1", p), Guess::Nothing);
+        assert_eq!(guess_tcp(b"GET 20000\n", p), Guess::Nothing, "not HTTP/1.x");
+        assert_eq!(
+            guess_tcp(b"GET /a-long-url-cut-by-the-segm", p),
+            Guess::Http
+        );
         assert_eq!(guess_udp(&[0u8; 42], (1024, 53)), Guess::Nothing);
     }
 }

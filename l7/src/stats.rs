@@ -143,6 +143,21 @@ impl L7Stats {
     }
 }
 
+/// The counters that are not zero, `name n` separated by commas.
+impl std::fmt::Display for L7Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut first = true;
+        for (name, n) in self.named().iter().filter(|(_, n)| *n > 0) {
+            if !first {
+                f.write_str(", ")?;
+            }
+            first = false;
+            write!(f, "{name} {n}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Counters in [`L7Stats`].
 pub const COUNTERS: usize = 25;
 

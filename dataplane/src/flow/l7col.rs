@@ -19,10 +19,19 @@ pub(crate) struct L7Column {
 }
 
 impl L7Column {
+    /// The engine's settings for a table of `capacity` flows: no more
+    /// parser states than flows.
+    fn fit(cfg: &L7Config, capacity: usize) -> L7Config {
+        L7Config {
+            max_flows: cfg.max_flows.min(capacity),
+            ..*cfg
+        }
+    }
+
     /// Bytes a column for `capacity` flows takes at most: its slots, and
     /// the engine's pools full.
     pub fn memory_bytes(cfg: &L7Config, capacity: usize) -> u64 {
-        (capacity * size_of::<Slot>()) as u64 + cfg.memory_bytes()
+        (capacity * size_of::<Slot>()) as u64 + Self::fit(cfg, capacity).memory_bytes()
     }
 
     pub fn try_new(cfg: &L7Config, capacity: usize) -> Result<Self, AllocError> {
@@ -33,7 +42,7 @@ impl L7Column {
         })?;
         slots.resize(capacity, Slot::default());
         Ok(L7Column {
-            engine: L7::new(*cfg),
+            engine: L7::new(Self::fit(cfg, capacity)),
             slots,
         })
     }

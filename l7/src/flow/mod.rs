@@ -109,7 +109,7 @@ impl Default for L7Config {
             http: true,
             dns: true,
             packets: 8,
-            max_flows: 65_536,
+            max_flows: 16_384,
             buffers: 1024,
             reassembly: BUF_BYTES,
             http_max_head: 8192,

@@ -261,3 +261,28 @@ fn flow_quic_initial_through_the_engine() {
     assert_eq!(l7.app(&slot), App::Quic, "ALPN \"alpn\" refines nothing");
     assert_eq!(l7.states_in_use(), 0);
 }
+
+/// The per-flow bytes docs/l7.md states (update both together).
+#[test]
+fn flow_state_sizes() {
+    let sizes = [
+        ("slot", size_of::<Slot>()),
+        ("pending", size_of::<PendingFlow>()),
+        ("tls", size_of::<TlsFlow>()),
+        ("quic", size_of::<QuicState>()),
+        ("http", size_of::<HttpFlow>()),
+        ("dns", size_of::<DnsFlow>()),
+        ("tls fields", size_of::<crate::fields::TlsInfo>()),
+        ("quic fields", size_of::<crate::fields::QuicInfo>()),
+        ("http fields", size_of::<crate::fields::HttpInfo>()),
+        ("dns fields", size_of::<crate::fields::DnsInfo>()),
+    ];
+    println!("{sizes:?}");
+    assert_eq!(sizes[0].1, 8);
+    for (what, n) in &sizes[1..6] {
+        assert!(*n <= 2304, "{what}: {n} bytes");
+    }
+    for (what, n) in &sizes[6..] {
+        assert!(*n <= 160, "{what}: {n} bytes");
+    }
+}

@@ -233,6 +233,8 @@ impl TlsState {
             stats.tls_malformed += 1;
             return false;
         };
+        // The flight is walked again as it grows: count a hello once.
+        let new = self.version.is_none() || self.hrr;
         self.version = Some(h.version());
         self.cipher = Some(h.cipher);
         if let Some(a) = h.alpn {
@@ -242,7 +244,9 @@ impl TlsState {
             self.hrr = true;
             return true;
         }
-        stats.tls_server_hellos += 1;
+        if new {
+            stats.tls_server_hellos += 1;
+        }
         h.version() < 0x0304
     }
 

@@ -6,7 +6,7 @@ use xdprobe_dataplane::l7::L7Config;
 
 /// The engine's settings, `None` when L7 is off.
 pub fn l7_config(s: &L7Settings) -> Option<L7Config> {
-    s.enabled.then(|| L7Config {
+    s.enabled.then_some(L7Config {
         tls: s.tls,
         quic: s.quic,
         http: s.http,

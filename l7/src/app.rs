@@ -176,12 +176,18 @@ pub fn guess_tcp(p: &[u8], ports: (u16, u16)) -> Guess {
     }
 }
 
+/// NetBIOS name service (RFC 1002 §4.2) uses DNS's message format on
+/// port 137: there the port breaks the tie the other way.
+fn netbios_ns(a: u16, b: u16) -> bool {
+    (a == 137 || b == 137) && !dns_port(a, b)
+}
+
 /// The first payload of a UDP flow direction.
 pub fn guess_udp(p: &[u8], ports: (u16, u16)) -> Guess {
     if crate::quic::looks_like_long_header(p) {
         return Guess::Quic;
     }
-    if dns::looks_like_dns(p, dns_port(ports.0, ports.1)) {
+    if !netbios_ns(ports.0, ports.1) && dns::looks_like_dns(p, dns_port(ports.0, ports.1)) {
         return Guess::Dns;
     }
     Guess::Nothing
@@ -223,5 +229,12 @@ mod tests {
             Guess::Http
         );
         assert_eq!(guess_udp(&[0u8; 42], (1024, 53)), Guess::Nothing);
+        let (q, _) = crate::dns::tests::query_and_answer("wpad", 32);
+        assert_eq!(
+            guess_udp(&q, (40000, 4000)),
+            Guess::Dns,
+            "exact: DNS on any port"
+        );
+        assert_eq!(guess_udp(&q, (137, 137)), Guess::Nothing, "NetBIOS NS");
     }
 }

@@ -8,7 +8,11 @@
 #          zlib1g-dev, m4, libpcap-dev (xsk-rs builds libxdp/libbpf), bpftool;
 #          tshark (the tests' oracle), nfdump, pmacct, softflowd (real
 #          collectors and peers), tcpdump, curl, openssl, ethtool,
-#          iproute2, procps (the capture rig, tests/live_support/rig.rs).
+#          iproute2, procps (the capture rig, tests/live_support/rig.rs);
+#          dnsmasq-base, bind9-dnsutils (dig), python3-venv (the L7 tests'
+#          DNS server and client, and the venv below).
+#   pypi:  aioquic in a venv (the L7 tests' QUIC client and server,
+#          tests/l7_support/traffic.py).
 #   rust:  the nightly toolchain's rust-src (the eBPF crate is built with
 #          -Z build-std=core), bpf-linker, cargo-fuzz (bounded fuzz run).
 set -euo pipefail
@@ -17,7 +21,7 @@ log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
 APT_PKGS=(llvm-22-dev libpolly-22-dev clang libelf-dev zlib1g-dev m4 libpcap-dev bpftool pkg-config
           tshark nfdump pmacct softflowd tcpdump curl openssl ethtool
-          iproute2 procps)
+          iproute2 procps dnsmasq-base bind9-dnsutils python3-venv)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
@@ -54,6 +58,15 @@ fi
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   log "cargo install cargo-fuzz"
   cargo +nightly install --locked cargo-fuzz
+fi
+
+# aioquic from PyPI, in a venv of its own (Debian's python3 refuses pip
+# installs into the system, PEP 668); tests/l7_support finds it here.
+VENV="${XDG_DATA_HOME:-$HOME/.local/share}/xdprobe/venv"
+if ! "$VENV/bin/python3" -c 'import aioquic' 2>/dev/null; then
+  log "python3 -m venv $VENV && pip install aioquic==1.7.2"
+  python3 -m venv "$VENV"
+  "$VENV/bin/python3" -m pip install -q aioquic==1.7.2
 fi
 
 # XDP/AF_XDP need locked memory; the integration tests run as root.

@@ -4,6 +4,13 @@
 //! client and server namespaces of the live bench (`live_support::topo`),
 //! recorded there by tcpdump.
 
+#![allow(
+    dead_code,
+    unused_imports,
+    reason = "each test binary uses a different subset"
+)]
+
+pub mod oracle;
 pub mod tshark;
 
 use std::path::{Path, PathBuf};
@@ -14,11 +21,17 @@ use crate::live_support::topo::{Bench, SERVER_IP, spawn_in, wait_exit, wait_for}
 /// The Python with aioquic: the venv `deploy/bootstrap.sh` makes, else
 /// the system's `python3` (whose QUIC part then says it lacks aioquic).
 pub fn python() -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     let venv = std::env::var_os("XDG_DATA_HOME")
         .map_or_else(|| home.join(".local/share"), PathBuf::from)
         .join("xdprobe/venv/bin/python3");
-    if venv.exists() { venv } else { PathBuf::from("python3") }
+    if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
 }
 
 fn script() -> PathBuf {
@@ -38,21 +51,34 @@ pub fn run(b: &mut Bench, dir: &Path) -> Made {
     let script = script();
     let script = script.to_string_lossy();
     let d = dir.to_string_lossy();
-    let srv = spawn_in(&b.s, &[&py, &script, "serve", &d, SERVER_IP], &dir.join("serve.log"));
+    let srv = spawn_in(
+        &b.s,
+        &[&py, &script, "serve", &d, SERVER_IP],
+        &dir.join("serve.log"),
+    );
     b.children.push(srv);
     let dns = spawn_in(
         &b.s,
         &[
-            "dnsmasq", "-k", "--no-resolv", "--no-hosts", "--bind-interfaces",
-            &format!("--listen-address={SERVER_IP}"), "--port=53", "--local=/xdprobe.test/",
+            "dnsmasq",
+            "-k",
+            "--no-resolv",
+            "--no-hosts",
+            "--bind-interfaces",
+            &format!("--listen-address={SERVER_IP}"),
+            "--port=53",
+            "--local=/xdprobe.test/",
             &format!("--address=/www.xdprobe.test/{SERVER_IP}"),
-            "--address=/v6.xdprobe.test/2001:db8::2", "--user=root",
+            "--address=/v6.xdprobe.test/2001:db8::2",
+            "--user=root",
             &format!("--pid-file={d}/dnsmasq.pid"),
         ],
         &dir.join("dnsmasq.log"),
     );
     b.children.push(dns);
-    wait_for(Duration::from_secs(20), "L7 servers ready", || dir.join("ready").exists());
+    wait_for(Duration::from_secs(20), "L7 servers ready", || {
+        dir.join("ready").exists()
+    });
     std::thread::sleep(Duration::from_millis(300));
     let ready = std::fs::read_to_string(dir.join("ready")).unwrap_or_default();
     let srv = format!("@{SERVER_IP}");
@@ -66,13 +92,12 @@ pub fn run(b: &mut Bench, dir: &Path) -> Made {
         args.extend(q);
         b.c.exec(&args);
     }
-    let mut client = b
-        .c
-        .command(&py)
-        .args([&*script, "client", &d, SERVER_IP])
-        .stderr(std::fs::File::create(dir.join("client.log")).expect("client log"))
-        .spawn()
-        .expect("traffic client");
+    let mut client =
+        b.c.command(&py)
+            .args([&*script, "client", &d, SERVER_IP])
+            .stderr(std::fs::File::create(dir.join("client.log")).expect("client log"))
+            .spawn()
+            .expect("traffic client");
     let st = wait_exit(&mut client, Duration::from_secs(120), "traffic client");
     assert!(
         st.success(),

@@ -64,6 +64,24 @@ pub fn key(proto: u8, vlan: Option<u16>, a: (String, u16), b: (String, u16)) -> 
     }
 }
 
+/// The key of one of the probe's JSON records.
+pub fn key_of_record(r: &serde_json::Value) -> FlowKey {
+    let ep = |a: &str, p: &str| {
+        (
+            r[a].as_str().unwrap_or_default().to_string(),
+            r[p].as_u64().unwrap_or(0) as u16,
+        )
+    };
+    let vlan = r["vlan"].as_u64().map(|v| v as u16);
+    let proto = r["proto"].as_u64().unwrap_or(0) as u8;
+    key(
+        proto,
+        vlan,
+        ep("client_addr", "client_port"),
+        ep("server_addr", "server_port"),
+    )
+}
+
 /// tshark's view of one flow's application.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Want {
@@ -211,9 +229,20 @@ fn flow_of(r: &Row) -> Option<FlowKey> {
 
 /// Per flow, what tshark says, for every flow with L7 content.
 pub fn want(file: &Path) -> BTreeMap<FlowKey, Want> {
-    let cns = cert_cns(file);
+    let rows = rows(file);
+    // The PDML pass only where there are certificates (tshark's start-up
+    // is most of a pass on these small files).
+    let certs = rows.iter().any(|r| {
+        r.get("tls.handshake.type")
+            .is_some_and(|t| t.iter().any(|x| x == "11"))
+    });
+    let cns = if certs {
+        cert_cns(file)
+    } else {
+        BTreeMap::new()
+    };
     let mut flows: BTreeMap<FlowKey, Want> = BTreeMap::new();
-    for r in rows(file) {
+    for r in rows {
         let Some(k) = flow_of(&r) else { continue };
         let w = flows.entry(k).or_default();
         let hs = r.get("tls.handshake.type").cloned().unwrap_or_default();
@@ -252,23 +281,30 @@ pub fn want(file: &Path) -> BTreeMap<FlowKey, Want> {
     flows
 }
 
+/// One frame's HTTP messages: a frame may hold several (pipelined
+/// requests, responses after a body), each field once per message.
 fn http_row(w: &mut Want, r: &Row) {
-    if first(r, "http.request").is_some() {
+    let all = |f: &str| r.get(f).cloned().unwrap_or_default();
+    let requests = all("http.request").len() as u64;
+    if requests > 0 {
         w.http = true;
-        w.requests += 1;
+        w.requests += requests;
         if w.method.is_none() {
             w.method = first(r, "http.request.method");
             w.host = first(r, "http.host");
             w.target = first(r, "http.request.uri");
         }
     }
-    if first(r, "http.response").is_some()
-        && let Some(code) = first(r, "http.response.code").and_then(|c| c.parse::<u64>().ok())
-    {
-        w.http = true;
-        w.status = Some(code);
-        if (1..=5).contains(&(code / 100)) {
-            w.classes[(code / 100 - 1) as usize] += 1;
+    if first(r, "http.response").is_some() {
+        for code in all("http.response.code")
+            .iter()
+            .filter_map(|c| c.parse::<u64>().ok())
+        {
+            w.http = true;
+            w.status = Some(code);
+            if (1..=5).contains(&(code / 100)) {
+                w.classes[(code / 100 - 1) as usize] += 1;
+            }
         }
     }
 }
@@ -278,6 +314,9 @@ fn http_row(w: &mut Want, r: &Row) {
 /// request (whose head fits one segment) from its only one — the probe's
 /// Δt_rr (docs/l7.md "HTTP response time").
 pub fn srt_times(file: &Path, flows: &mut BTreeMap<FlowKey, Want>) {
+    if !flows.values().any(|w| w.http) {
+        return;
+    }
     let prefs = [
         "-o",
         "http.desegment_headers:FALSE",

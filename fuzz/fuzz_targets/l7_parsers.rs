@@ -80,7 +80,10 @@ fn engine(mut data: &[u8]) {
             Transport::Udp
         } else {
             let expected = (flags & 8 != 0).then_some(seq[f].wrapping_sub(u32::from(*t0)));
-            Transport::Tcp { seq: seq[f], expected }
+            Transport::Tcp {
+                seq: seq[f],
+                expected,
+            }
         };
         let seg = Segment {
             dir,

@@ -16,7 +16,7 @@ pub mod tshark;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::live_support::topo::{Bench, SERVER_IP, spawn_in, wait_exit, wait_for};
+use crate::live_support::topo::{Bench, ChildGuard, SERVER_IP, spawn_in, wait_exit, wait_for};
 
 /// The Python with aioquic: the venv `deploy/bootstrap.sh` makes, else
 /// the system's `python3` (whose QUIC part then says it lacks aioquic).
@@ -56,7 +56,7 @@ pub fn run(b: &mut Bench, dir: &Path) -> Made {
         &[&py, &script, "serve", &d, SERVER_IP],
         &dir.join("serve.log"),
     );
-    b.children.push(srv);
+    b.children.push(ChildGuard::new(srv));
     let dns = spawn_in(
         &b.s,
         &[
@@ -75,7 +75,7 @@ pub fn run(b: &mut Bench, dir: &Path) -> Made {
         ],
         &dir.join("dnsmasq.log"),
     );
-    b.children.push(dns);
+    b.children.push(ChildGuard::new(dns));
     wait_for(Duration::from_secs(20), "L7 servers ready", || {
         dir.join("ready").exists()
     });

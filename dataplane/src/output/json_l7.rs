@@ -453,4 +453,64 @@ pub(super) mod tests {
             (&"0x6b3343cf".into(), &"bad\\xff\\x01utf8".into())
         );
     }
+
+    /// The names issue 23 fixed for tooling, in its order, then the ones
+    /// added beside them (docs/l7.md); CSV has the same columns.
+    #[test]
+    fn l7_keys_are_the_issues_names() {
+        const ISSUE: [&str; 29] = [
+            "app",
+            "tls_sni",
+            "tls_alpn",
+            "tls_version",
+            "tls_cipher",
+            "tls_ja3",
+            "tls_ja4",
+            "tls_cert_cn",
+            "quic_version",
+            "quic_sni",
+            "quic_alpn",
+            "http_method",
+            "http_host",
+            "http_target",
+            "http_status",
+            "http_requests",
+            "http_status_1xx",
+            "http_status_2xx",
+            "http_status_3xx",
+            "http_status_4xx",
+            "http_status_5xx",
+            "http_srt_min_us",
+            "http_srt_mean_us",
+            "http_srt_max_us",
+            "dns_qname",
+            "dns_qtype",
+            "dns_rcode",
+            "dns_answers",
+            "dns_answer_addr",
+        ];
+        const ADDED: [&str; 6] = [
+            "http_user_agent",
+            "dns_qclass",
+            "dns_rcode_noerror",
+            "dns_rcode_nxdomain",
+            "dns_rcode_servfail",
+            "dns_rcode_other",
+        ];
+        let mut b = Vec::new();
+        keys(&mut b, &mut itoa::Buffer::new(), None, None);
+        let text = String::from_utf8(b).unwrap();
+        let got: Vec<&str> = text.split('"').skip(1).step_by(2).collect();
+        let mut want: Vec<&str> = ISSUE.iter().chain(&ADDED).copied().collect();
+        let mut sorted = got.clone();
+        sorted.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(sorted, want);
+        let mut header = String::new();
+        super::super::csv::header(&mut header);
+        let cols: Vec<&str> = header.trim_end().split(',').collect();
+        for k in got {
+            assert!(cols.contains(&k), "CSV lacks {k}");
+        }
+    }
 }

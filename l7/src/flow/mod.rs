@@ -120,19 +120,17 @@ impl Default for L7Config {
 }
 
 impl L7Config {
-    /// The most a worker allocates for L7 state with these settings: every
-    /// pool full of its largest state and every buffer in use.
+    /// The most a worker allocates for L7 state with these settings. Each
+    /// protocol has its own pool, and a pool keeps what it once allocated
+    /// (reused, never freed), so over a run every pool may reach
+    /// `max_flows` entries even though at most `max_flows` states are in
+    /// use at once: the bound is every pool full, and every buffer.
     pub fn memory_bytes(&self) -> u64 {
-        let state = [
-            size_of::<TlsFlow>(),
-            size_of::<QuicState>(),
-            size_of::<HttpFlow>(),
-            size_of::<DnsFlow>(),
-            size_of::<PendingFlow>(),
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(0);
+        let state = size_of::<TlsFlow>()
+            + size_of::<QuicState>()
+            + size_of::<HttpFlow>()
+            + size_of::<DnsFlow>()
+            + size_of::<PendingFlow>();
         (self.max_flows * state + self.buffers * BUF_BYTES) as u64
     }
 }

@@ -285,4 +285,13 @@ fn flow_state_sizes() {
     for (what, n) in &sizes[6..] {
         assert!(*n <= 160, "{what}: {n} bytes");
     }
+    // docs/l7.md: every pool full, per flow of max_flows.
+    let one = L7Config {
+        max_flows: 1,
+        buffers: 0,
+        ..L7Config::default()
+    };
+    let all: usize = sizes[1..6].iter().map(|(_, n)| n).sum();
+    assert_eq!(one.memory_bytes(), all as u64);
+    assert_eq!(all, 3912, "docs/l7.md states 3912 bytes");
 }

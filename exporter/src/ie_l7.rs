@@ -79,11 +79,18 @@ impl L7Value {
 }
 
 /// The fixed length a string gets in NetFlow v9.
+/// Names (server names, hosts, DNS questions, certificate names) keep 112
+/// bytes; the rest what their values need, the target and User-Agent 48:
+/// so the ntop profile's HTTP record, its strings duplicated under nProbe's
+/// IDs, fits a 1472-byte message twice over (uniflow mode).
 pub fn v9_len(v: L7Value) -> u16 {
     match v {
         L7Value::App | L7Value::HttpMethod => 16,
+        L7Value::TlsJa3 => 32,
+        L7Value::Ja4 => 48,
+        L7Value::HttpTarget | L7Value::HttpUserAgent => 48,
         L7Value::TlsAlpn | L7Value::QuicAlpn => 64,
-        _ => 128,
+        _ => 112,
     }
 }
 

@@ -206,3 +206,22 @@ fn netflow_parser_decodes_every_l7_record() {
         assert!(!has("unknown"), "no record is labelled unknown");
     }
 }
+
+/// Every format, mode and profile takes a 1472-byte message (a 1500-byte
+/// MTU over UDP/IPv4): its templates, and each L7 record at its longest
+/// (uniflow: two at once). NetFlow v9's fixed-length strings are sized for
+/// this (`ie_l7::v9_len`).
+#[test]
+fn every_template_set_fits_the_default_message() {
+    use xdprobe_exporter::encode::Encoder;
+    use xdprobe_exporter::template::{Format, Mode, Profile, Templates};
+    for f in [Format::Ipfix, Format::NetflowV9] {
+        for m in [Mode::Biflow, Mode::Uniflow] {
+            for p in [Profile::Xdprobe, Profile::Ntop] {
+                let t = Templates::new(f, m, p, 32473);
+                let got = Encoder::new(f, m, t, 1, 1472).map(|_| ());
+                assert_eq!(got, Ok(()), "{f:?} {m:?} {p:?}: bytes needed");
+            }
+        }
+    }
+}

@@ -17,6 +17,7 @@ pub struct Config {
     /// At least one; names are unique.
     pub interfaces: Vec<Interface>,
     pub flow: FlowSettings,
+    pub l7: L7Settings,
     pub filter: Filter,
     pub export: ExportSettings,
     pub metrics: MetricsSettings,
@@ -174,6 +175,56 @@ pub struct FlowSettings {
     pub tcp_ts_rtt: bool,
 }
 
+/// `[l7]`: what each flow is — the application label and the TLS, QUIC,
+/// HTTP and DNS fields (docs/l7.md). Per worker, bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct L7Settings {
+    /// Parse payloads at all. Default true.
+    pub enabled: bool,
+    /// Per protocol (a protocol turned off still labels its flows).
+    /// Default true each.
+    pub tls: bool,
+    pub quic: bool,
+    pub http: bool,
+    pub dns: bool,
+    /// Payload packets per direction inspected while a flow matched
+    /// nothing or its TLS/QUIC hellos are awaited (1 to 255). Default 8.
+    pub packets: u8,
+    /// Flows with parser state at once, per worker (1 to 16777216); past
+    /// it a flow keeps its label only, counted. Default 16384.
+    pub max_flows: usize,
+    /// 16 KiB reassembly buffers per worker (0 to 65536). Default 1024.
+    pub buffers: usize,
+    /// Bytes a TLS hello flight, a QUIC CRYPTO stream or a DNS-over-TCP
+    /// message may take (256 to 16384). Default 16384.
+    pub reassembly_bytes: usize,
+    /// Bytes an HTTP head may take (256 to 16384). Default 8192.
+    pub http_max_head: usize,
+    /// Bytes of the HTTP request target kept (0 to 1024). Default 256.
+    pub http_target_len: usize,
+    /// Keep the first request's User-Agent. Default false.
+    pub http_user_agent: bool,
+}
+
+impl Default for L7Settings {
+    fn default() -> Self {
+        L7Settings {
+            enabled: true,
+            tls: true,
+            quic: true,
+            http: true,
+            dns: true,
+            packets: 8,
+            max_flows: 16_384,
+            buffers: 1024,
+            reassembly_bytes: 16_384,
+            http_max_head: 8192,
+            http_target_len: 256,
+            http_user_agent: false,
+        }
+    }
+}
+
 /// `[filter]`: what the XDP program redirects. Empty list = no condition on
 /// that field; non-empty lists are ANDed; a packet matches a list if any
 /// entry matches. Prefixes and ports match either source or destination.
@@ -302,7 +353,7 @@ impl Default for HostSettings {
             layers: Vec::new(),
             report_interval: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(30),
-            max_flows: 65_536,
+            max_flows: 16_384,
             ring_bytes: 4 << 20,
             hooks: Vec::new(),
             ports: Vec::new(),

@@ -184,7 +184,7 @@ impl Link {
                 self.overflow_unlogged = 0;
             }
         }
-        self.queue.push_back(*r);
+        self.queue.push_back(r.clone());
     }
 
     /// The counters with the queue and connection state of this moment.

@@ -137,6 +137,7 @@ pub fn flow_config(cfg: &Config) -> FlowConfig {
         tcp_linger: cfg.flow.tcp_end_linger,
         npm: cfg.flow.npm,
         ts_rtt: cfg.flow.tcp_ts_rtt,
+        l7: crate::l7_settings::l7_config(&cfg.l7),
         ..FlowConfig::default()
     }
 }

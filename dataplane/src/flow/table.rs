@@ -19,9 +19,10 @@ use hashbrown::HashTable;
 
 use super::frag::{FragKey, FragTable};
 use super::key::{FlowKey, Roles, Side};
+use super::l7col::L7Column;
 use super::lru::{Heads, ListId};
 use super::mem::{AllocError, Column, TsColumn, hash_index_bytes, index_capacity};
-use super::record::{DirStats, EndReason, FlowRecord, Npm};
+use super::record::{Dir, DirStats, EndReason, FlowRecord, Npm};
 use crate::metrics::dns::DnsTracker;
 use crate::metrics::tcp::TsCtx;
 use crate::metrics::tsrtt::{TsRtt, TsRttWorker};
@@ -29,6 +30,7 @@ use crate::parse::{Fragment, L4, PacketMeta, TcpFlags};
 use crate::time::Timestamp;
 use entry::{Counters, Flow, Kind, NO_HINT, Slab, TcpState};
 use index::IndexLayout;
+use xdprobe_l7::{L7Config, L7Stats, Segment, Transport};
 
 /// Flow table settings (validated by the config crate; these are the
 /// defaults an operator gets without a config file).
@@ -51,6 +53,9 @@ pub struct FlowConfig {
     pub ts_rtt: bool,
     /// Datagrams whose first fragment is remembered at once.
     pub frag_capacity: usize,
+    /// What each flow is (`xdprobe-l7`): the application label and the
+    /// TLS/QUIC/HTTP/DNS fields; `None` turns it off (`--no-l7`).
+    pub l7: Option<L7Config>,
 }
 
 impl Default for FlowConfig {
@@ -63,6 +68,7 @@ impl Default for FlowConfig {
             npm: true,
             ts_rtt: true,
             frag_capacity: 4096,
+            l7: Some(L7Config::default()),
         }
     }
 }
@@ -165,6 +171,8 @@ pub struct FlowTable {
     layout: IndexLayout,
     lists: Heads,
     frags: FragTable,
+    /// The L7 parsers' slots and engine (`None` with L7 off).
+    l7: Option<L7Column>,
     /// Latest packet time seen: expiry runs on packet time, never the clock,
     /// and never goes backwards when a capture's timestamps do.
     now: Timestamp,
@@ -201,6 +209,10 @@ impl FlowConfig {
             + TsColumn::memory_bytes(ts)
             + hash_index_bytes(index_capacity(capacity), size_of::<IndexSlot>())
             + FragTable::memory_bytes(self.frag_capacity)
+            + self
+                .l7
+                .as_ref()
+                .map_or(0, |c| L7Column::memory_bytes(c, capacity))
     }
 }
 
@@ -261,6 +273,11 @@ impl FlowTable {
             layout,
             lists: Heads::default(),
             frags: FragTable::try_new(cfg.frag_capacity)?,
+            l7: cfg
+                .l7
+                .as_ref()
+                .map(|c| L7Column::try_new(c, capacity))
+                .transpose()?,
             now: Timestamp::ZERO,
             next_deadline: Timestamp(u64::MAX),
             stats: TableStats::default(),
@@ -281,6 +298,14 @@ impl FlowTable {
 
     pub fn frag_stats(&self) -> super::frag::FragStats {
         self.frags.stats
+    }
+
+    /// The L7 parsers' counters (zero with L7 off), and the bytes their
+    /// state holds now.
+    pub fn l7_stats(&self) -> (L7Stats, u64) {
+        self.l7.as_ref().map_or((L7Stats::default(), 0), |c| {
+            (*c.stats(), c.allocated_bytes() as u64)
+        })
     }
 
     /// Timestamp-RTT counters and per-leg summaries of this table's flows.
@@ -474,10 +499,14 @@ impl FlowTable {
                 }
                 let closes = !f.closing() && (t.flags.contains(TcpFlags::RST) || f.fin_both());
                 let (slot, npm) = (f.side, self.npm && f.npm());
+                let l7 = self.l7.is_some() && pkt.payload_len > 0 && !f.l7_done();
                 let Some(st) = self.slab.tcp.get_mut(slot) else {
                     return;
                 };
                 st.tracker.note_flags(dir, t.flags);
+                // The L7 parsers need the expected sequence number from
+                // before this segment moves it.
+                let l7 = l7.then(|| (st.tracker.expected(dir), st.tracker.server_net_ns()));
                 if closes {
                     st.close_deadline = now.saturating_add_nanos(self.cfg_linger_ns);
                 }
@@ -494,13 +523,57 @@ impl FlowTable {
                     self.next_deadline = self.next_deadline.min(due);
                     self.lists.push_back(&mut self.slab, ListId::Closing, i);
                 }
-            }
-            _ if f.kind == Kind::Dns => {
-                if let Some(d) = self.slab.dns.get_mut(f.side) {
-                    d.on_datagram(dir, pkt.payload, ts);
+                if let Some((expected, t_snt)) = l7 {
+                    let seq = t.seq;
+                    self.l7_payload(i, dir, Transport::Tcp { seq, expected }, pkt, ts, t_snt);
                 }
             }
-            _ => {}
+            _ => {
+                let l7 = self.l7.is_some() && pkt.payload_len > 0 && !f.l7_done();
+                if f.kind == Kind::Dns
+                    && let Some(d) = self.slab.dns.get_mut(f.side)
+                {
+                    d.on_datagram(dir, pkt.payload, ts);
+                }
+                if l7 && pkt.l4 == L4::Udp {
+                    self.l7_payload(i, dir, Transport::Udp, pkt, ts, None);
+                }
+            }
+        }
+    }
+
+    /// Shows flow `i`'s payload to the L7 parsers (out of line: most
+    /// packets of a flow never get here, see `Flow::l7_done`).
+    #[inline(never)]
+    fn l7_payload(
+        &mut self,
+        i: u32,
+        dir: Dir,
+        transport: Transport,
+        pkt: &PacketMeta<'_>,
+        ts: Timestamp,
+        t_snt: Option<u64>,
+    ) {
+        let Some(col) = self.l7.as_mut() else {
+            return;
+        };
+        let f = &mut self.slab.flows[i as usize];
+        let client = f.client();
+        let ports = (f.key.endpoint(client).1, f.key.endpoint(client.other()).1);
+        let seg = Segment {
+            dir: match dir {
+                Dir::C2S => xdprobe_l7::Dir::C2S,
+                Dir::S2C => xdprobe_l7::Dir::S2C,
+            },
+            transport,
+            payload: pkt.payload,
+            wire_len: pkt.payload_len,
+            ts_ns: ts.as_nanos(),
+            ports,
+            t_snt_ns: t_snt.unwrap_or(0),
+        };
+        if col.on_payload(i, &seg) {
+            f.set_l7_done();
         }
     }
 
@@ -584,7 +657,13 @@ impl FlowTable {
         let f = &self.slab.flows[i as usize];
         if f.packets() > 0 {
             self.stats.records += 1;
-            out(self.record(i, reason));
+            let mut rec = self.record(i, reason);
+            if let Some(col) = self.l7.as_mut() {
+                (rec.app, rec.l7) = col.finish(i);
+            }
+            out(rec);
+        } else if let Some(col) = self.l7.as_mut() {
+            col.release(i);
         }
         let f = &self.slab.flows[i as usize];
         let hash = self.hasher.hash_one(f.key);
@@ -636,6 +715,8 @@ impl FlowTable {
             npm: Npm::default(),
             seq_in_flow: f.seq_in_flow,
             process: None,
+            app: None,
+            l7: None,
         };
         match (f.kind, tcp) {
             (Kind::Tcp, Some(t)) if self.npm && f.npm() => {
@@ -651,9 +732,22 @@ impl FlowTable {
         rec
     }
 
+    /// The record of flow `i`'s current interval, with its L7 fields
+    /// (an interim record: the flow goes on).
+    fn interim_record(&self, i: u32, reason: EndReason) -> FlowRecord {
+        let mut rec = self.record(i, reason);
+        if let Some(col) = self.l7.as_ref() {
+            (rec.app, rec.l7) = col.record(i);
+        }
+        rec
+    }
+
     /// Starts flow `i`'s next interval after an active-timeout record:
     /// counters restart, the trackers keep what carries over.
     fn reset_interval(&mut self, i: u32) {
+        if let Some(col) = self.l7.as_mut() {
+            col.end_interval(i);
+        }
         let f = &mut self.slab.flows[i as usize];
         f.dirs = [Counters::default(); 2];
         f.seq_in_flow = f.seq_in_flow.wrapping_add(1);

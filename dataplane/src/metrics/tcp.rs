@@ -261,6 +261,20 @@ impl TcpTracker {
         self.flags[dir.index()] |= flags.bits();
     }
 
+    /// The sequence number `dir`'s next byte is expected at (from its SYN
+    /// or earlier segments), before the segment now being accounted: the
+    /// L7 parsers tell a segment that came after a hole by it.
+    #[inline]
+    pub fn expected(&self, dir: Dir) -> Option<u32> {
+        self.seq[dir.index()].expected().map(|s| s.0)
+    }
+
+    /// The handshake's server network time (`t_snt`), ns.
+    #[inline]
+    pub fn server_net_ns(&self) -> Option<u64> {
+        self.hs.server_net_ns()
+    }
+
     /// TCP flags seen this interval, client to server and back.
     pub fn flags(&self) -> [u8; 2] {
         self.flags

@@ -37,6 +37,9 @@ const FIN_C2S: u8 = 1 << 3;
 /// A TCP flow without metrics: begun by a packet without a TCP header (a
 /// non-first fragment), as the tracker is chosen from the first packet.
 const NO_NPM: u8 = 1 << 5;
+/// The L7 parsers need no more of this flow's payloads (`flow::l7col`):
+/// later packets leave the L7 column alone.
+const L7_DONE: u8 = 1 << 6;
 
 /// One flow's entry in the slab: 136 bytes, `repr(C)` with what every
 /// packet reads first (the key to confirm a candidate, the liveness and
@@ -50,7 +53,7 @@ pub(super) struct Flow {
     pub key: FlowKey,
     /// `LIVE` (false once the flow ended and its slot is free: a stale
     /// candidate from `prepare` must not match it), `CLIENT_HI`, `GUESSED`,
-    /// `FIN_C2S` << dir, `NO_NPM`.
+    /// `FIN_C2S` << dir, `NO_NPM`, `L7_DONE`.
     bits: u8,
     /// Which lists the flow is on (`lru::bit`); on the closing list means
     /// closing (FIN both ways or RST seen).
@@ -143,6 +146,16 @@ impl Flow {
 
     pub fn set_no_npm(&mut self) {
         self.bits |= NO_NPM;
+    }
+
+    /// No more payload for the L7 parsers.
+    #[inline]
+    pub fn l7_done(&self) -> bool {
+        self.bits & L7_DONE != 0
+    }
+
+    pub fn set_l7_done(&mut self) {
+        self.bits |= L7_DONE;
     }
 
     pub fn guessed(&self) -> bool {

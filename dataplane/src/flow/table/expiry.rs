@@ -42,7 +42,7 @@ impl FlowTable {
             }
             if f.packets() > 0 {
                 self.stats.records += 1;
-                out(self.record(i, EndReason::Active));
+                out(self.interim_record(i, EndReason::Active));
             }
             self.reset_interval(i);
             self.slab.flows[i as usize].anchor = now;

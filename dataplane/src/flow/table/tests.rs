@@ -51,6 +51,7 @@ fn cfg() -> FlowConfig {
         npm: false,
         ts_rtt: false,
         frag_capacity: 4,
+        l7: None,
     }
 }
 

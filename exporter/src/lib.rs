@@ -30,6 +30,7 @@ mod exporter;
 pub mod host_sender;
 pub mod ie;
 mod link;
+pub mod safe_file;
 pub mod stats;
 pub mod template;
 mod transport;

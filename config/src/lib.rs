@@ -26,8 +26,8 @@ pub use error::{ConfigError, ConfigErrors, Location, Problem};
 pub use prefix::{Prefix, PrefixError};
 pub use settings::{
     Config, ExportSettings, Filter, FlowSettings, HOST_LAYERS, Handoff, HostSettings, Interface,
-    ManagerConfig, ManagerSettings, MetricsSettings, Mode, ProbeSettings, QueueBinding, XdpMode,
-    XskBind,
+    ManagerConfig, ManagerSecurity, ManagerSettings, MetricsSettings, Mode, ProbeSettings,
+    QueueBinding, XdpMode, XskBind,
 };
 
 /// Most prefixes `[filter] prefixes` may hold (sizes the XDP LPM maps).

@@ -592,12 +592,19 @@ fn deploy_example_states_the_defaults() {
     assert_eq!(iface, defaults.interfaces[0]);
     // [manager] states its defaults too, and the manager reads the file.
     assert_eq!(defaults.manager, None);
-    assert_eq!(
-        example.manager,
-        Some(crate::settings::ManagerSettings::default())
-    );
+    // ...but for the TLS files, which have no default.
+    let stated = crate::settings::ManagerSettings {
+        security: crate::settings::ManagerSecurity::Tls {
+            cert: "/etc/xdprobe/fleet/manager.pem".into(),
+            key: "/etc/xdprobe/fleet/manager.key".into(),
+            ca: Some("/etc/xdprobe/fleet/ca.pem".into()),
+            pinned: Vec::new(),
+        },
+        ..crate::settings::ManagerSettings::default()
+    };
+    assert_eq!(example.manager.as_ref(), Some(&stated));
     let m = manager_from_text(DEPLOY_EXAMPLE, &env()).expect("a manager reads it");
-    assert_eq!(m.manager, crate::settings::ManagerSettings::default());
+    assert_eq!(m.manager, stated);
     assert_eq!(m.export, example.export);
 }
 

@@ -19,11 +19,14 @@ use crate::manager::{self, RunOptions};
 const EXIT_SETUP: u8 = 2;
 
 #[derive(clap::Args, Debug)]
+#[command(subcommand_negates_reqs = true, args_conflicts_with_subcommands = true)]
 pub struct ManagerArgs {
+    #[command(subcommand)]
+    pub cmd: Option<ManagerCmd>,
     /// Config file: its [manager], [export] and [metrics] sections
     /// ([[interface]] is not needed).
-    #[arg(short = 'c', long = "config", value_name = "FILE")]
-    pub config: PathBuf,
+    #[arg(short = 'c', long = "config", value_name = "FILE", required = true)]
+    pub config: Option<PathBuf>,
     /// Only check the file (exit 0, or 2 with every error).
     #[arg(long)]
     pub check: bool,
@@ -41,12 +44,48 @@ pub struct ManagerArgs {
     pub stats: bool,
 }
 
+#[derive(clap::Subcommand, Debug)]
+pub enum ManagerCmd {
+    /// Write a private CA and the TLS certificates of the manager and of
+    /// its agents (PEM; keys mode 0600, never through a symlink). An
+    /// existing CA in DIR is reused, so agents can be added later.
+    GenCerts(GenCertsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GenCertsArgs {
+    /// Where the files go (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Host names or IP addresses the agents dial the manager by
+    /// (--manager HOST:PORT); repeat. None: no manager certificate.
+    #[arg(long = "manager", value_name = "NAME|IP")]
+    pub manager: Vec<String>,
+    /// Agent names (their --agent-name), one certificate each; repeat.
+    #[arg(long = "agent", value_name = "NAME")]
+    pub agent: Vec<String>,
+}
+
+fn gen_certs(a: &GenCertsArgs) -> anyhow::Result<ExitCode> {
+    let made = xdprobe_host::fleet::certs::generate(&a.dir, &a.manager, &a.agent)?;
+    for p in &made {
+        println!("{}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     xdprobe_config::parse_duration(s).map_err(|e| e.to_string())
 }
 
 pub fn run(a: ManagerArgs) -> anyhow::Result<ExitCode> {
-    let mut cfg = match xdprobe_config::load_manager(&a.config) {
+    if let Some(ManagerCmd::GenCerts(g)) = &a.cmd {
+        return gen_certs(g);
+    }
+    let Some(config) = a.config else {
+        anyhow::bail!("-c FILE is required");
+    };
+    let mut cfg = match xdprobe_config::load_manager(&config) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{e}");
@@ -54,7 +93,7 @@ pub fn run(a: ManagerArgs) -> anyhow::Result<ExitCode> {
         }
     };
     if a.check {
-        println!("{}: ok", a.config.display());
+        println!("{}: ok", config.display());
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(j) = a.json {

@@ -32,8 +32,8 @@ pub enum PrivError {
     },
 }
 
-const CAP_NET_ADMIN: u32 = 12;
-const CAP_BPF: u32 = 39;
+pub const CAP_NET_ADMIN: u32 = 12;
+pub const CAP_BPF: u32 = 39;
 /// Capabilities the daemon keeps.
 pub const KEEP: [u32; 2] = [CAP_NET_ADMIN, CAP_BPF];
 const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
@@ -70,6 +70,12 @@ pub fn keep_mask() -> u64 {
 
 /// Drops to `KEEP` (and to `user`, if given). Idempotent.
 pub fn drop_privileges(user: Option<&str>) -> Result<(), PrivError> {
+    drop_to(user, &KEEP)
+}
+
+/// Drops every capability but `keep` (and to `user`, if given); the
+/// manager keeps less than the daemon.
+pub fn drop_to(user: Option<&str>, keep: &[u32]) -> Result<(), PrivError> {
     let ids = match user {
         Some(name) => Some(lookup_user(name)?),
         None => None,
@@ -77,7 +83,7 @@ pub fn drop_privileges(user: Option<&str>) -> Result<(), PrivError> {
     // Bounding set first: removing from it needs CAP_SETPCAP, which goes
     // below. Capabilities this kernel does not know fail with EINVAL: stop.
     for cap in 0..64u32 {
-        if KEEP.contains(&cap) {
+        if keep.contains(&cap) {
             continue;
         }
         // SAFETY: prctl with integer arguments only.
@@ -101,7 +107,7 @@ pub fn drop_privileges(user: Option<&str>) -> Result<(), PrivError> {
         sys("setresuid", rc.into())?;
     }
     let mut data = [CapData::default(); 2];
-    for &cap in &KEEP {
+    for &cap in keep {
         let word = (cap / 32) as usize;
         let bit = 1u32 << (cap % 32);
         if let Some(d) = data.get_mut(word) {
@@ -122,10 +128,18 @@ pub fn drop_privileges(user: Option<&str>) -> Result<(), PrivError> {
     sys("prctl(PR_SET_NO_NEW_PRIVS)", rc.into())?;
     tracing::info!(
         user = user.unwrap_or("(unchanged)"),
-        kept = "CAP_BPF, CAP_NET_ADMIN",
+        kept = ?keep.iter().map(|&c| cap_name(c)).collect::<Vec<_>>(),
         "privileges dropped"
     );
     Ok(())
+}
+
+fn cap_name(c: u32) -> String {
+    match c {
+        CAP_NET_ADMIN => "CAP_NET_ADMIN".into(),
+        CAP_BPF => "CAP_BPF".into(),
+        c => format!("capability {c}"),
+    }
 }
 
 fn lookup_user(name: &str) -> Result<(libc::uid_t, libc::gid_t), PrivError> {

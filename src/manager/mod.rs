@@ -8,6 +8,7 @@
 mod clock;
 mod conns;
 pub mod out;
+mod session;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use mio::{Events, Poll};
+use xdprobe_common::host::StackEvent;
 use xdprobe_config::ManagerConfig;
 use xdprobe_host::fleet::manager::{Fleet, FleetConfig};
 use xdprobe_host::fleet::metrics::ManagerMetrics;
@@ -24,7 +26,7 @@ use xdprobe_host::stack::matcher::MatcherConfig;
 use xdprobe_host::sync::prober::BurstConfig;
 use xdprobe_host::sync::responder::Responder;
 
-use conns::{Conns, Incoming};
+use conns::{Conns, Incoming, Limits};
 use out::{OutputOptions, Outputs};
 
 /// How often the core resolves what it holds and the outputs tick.
@@ -60,20 +62,11 @@ pub fn run(
         );
     }
     let shared = Arc::new(Mutex::new(ManagerMetrics::default()));
-    let _metrics = if cfg.metrics.enabled {
-        let (l, addr) = xdprobe::live::prom::MetricsServer::bind(cfg.metrics.listen)
-            .with_context(|| format!("metrics.listen {}", cfg.metrics.listen))?;
-        let metrics = xdprobe::live::prom::Metrics::new();
-        metrics.register(xdprobe_host::fleet::metrics::MetricsCollector(
-            shared.clone(),
-        ));
-        let server = xdprobe::live::prom::MetricsServer::start(
-            l,
-            metrics,
-            xdprobe::live::prom::Limits::default(),
-        )?;
-        tracing::info!(%addr, "manager metrics");
-        Some(server)
+    let metrics_listener = if cfg.metrics.enabled {
+        Some(
+            xdprobe::live::prom::MetricsServer::bind(cfg.metrics.listen)
+                .with_context(|| format!("metrics.listen {}", cfg.metrics.listen))?,
+        )
     } else {
         None
     };
@@ -87,7 +80,7 @@ pub fn run(
             observation_domain: cfg.export.observation_domain,
             mtu: cfg.export.mtu,
         },
-        shared,
+        shared.clone(),
     )?;
     let mut fleet = Fleet::new(FleetConfig {
         matcher: MatcherConfig {
@@ -102,15 +95,46 @@ pub fn run(
         max_agents: m.max_agents,
     });
 
+    let tls = tls_config(&m.security)?;
     let mut poll = Poll::new().context("creating the poller")?;
-    let mut conns = Conns::bind(m.listen, poll.registry(), m.max_agents * 2)
+    let limits = Limits {
+        hello_timeout: m.hello_timeout,
+        agent_timeout: m.agent_timeout,
+        max_frame: m.max_frame,
+        memory_limit: m.memory_limit,
+        max_pending: m.max_agents.clamp(16, 1024),
+    };
+    let mut conns = Conns::bind(m.listen, poll.registry(), tls, limits)
         .with_context(|| format!("manager.listen {}", m.listen))?;
+    fewer_heap_arenas();
     let burst = BurstConfig {
         probes: m.sync_probes as usize,
         timeout: m.sync_timeout,
         ..BurstConfig::default()
     };
     let session = (monotonic_ns() as u32) ^ std::process::id();
+    // Everything that needs root is done (the socket is bound, the veth
+    // programs attached): from here on only CAP_NET_ADMIN (to detach them
+    // at exit), and `user` if set. Before the clock thread starts, so it
+    // inherits the reduced set.
+    xdprobe::live::privs::drop_to(m.user.as_deref(), &MANAGER_KEEP)
+        .context("dropping privileges")?;
+    let _metrics = match metrics_listener {
+        Some((l, addr)) => {
+            let metrics = xdprobe::live::prom::Metrics::new();
+            metrics.register(xdprobe_host::fleet::metrics::MetricsCollector(
+                shared.clone(),
+            ));
+            let server = xdprobe::live::prom::MetricsServer::start(
+                l,
+                metrics,
+                xdprobe::live::prom::Limits::default(),
+            )?;
+            tracing::info!(%addr, "manager metrics");
+            Some(server)
+        }
+        None => None,
+    };
     let clock = clock::ClockThread::spawn(m.sync_interval, burst, session)
         .context("starting the clock-sync thread")?;
     tracing::info!(listen = %conns.local_addr()?, sync_interval = ?m.sync_interval, "manager listening");
@@ -118,6 +142,7 @@ pub fn run(
     let started = Instant::now();
     let mut events = Events::with_capacity(256);
     let mut incoming = Vec::new();
+    let mut refused = Vec::new();
     let mut last_advance = Instant::now();
     let mut summary = Summary::default();
     loop {
@@ -130,7 +155,7 @@ pub fn run(
             return Err(e).context("manager poll");
         }
         for ev in events.iter() {
-            conns.on_event(poll.registry(), ev, &mut incoming);
+            conns.on_event(poll.registry(), ev, fleet.unsynced_bytes(), &mut incoming);
         }
         let mut targets_changed = false;
         for i in incoming.drain(..) {
@@ -143,6 +168,7 @@ pub fn run(
                     let name = h.agent.clone();
                     if !fleet.hello(h) {
                         tracing::warn!(agent = %name, "too many agents: refused");
+                        conns.refuse(poll.registry(), &name, &mut refused);
                     }
                     targets_changed = true;
                 }
@@ -154,6 +180,13 @@ pub fn run(
                 }
             }
         }
+        // Connections taken over by an authenticated reconnection.
+        conns.reap(poll.registry(), &mut incoming);
+        incoming.append(&mut refused);
+        // The fleet's waiting events get what the connections leave.
+        fleet.set_unsynced_budget(
+            m.memory_limit.saturating_sub(conns.charged()) / std::mem::size_of::<StackEvent>(),
+        );
         if targets_changed {
             clock.set_targets(targets(&fleet));
         }
@@ -172,7 +205,12 @@ pub fn run(
         }
         if last_advance.elapsed() >= ADVANCE_EVERY {
             last_advance = Instant::now();
+            conns.tick(poll.registry(), Instant::now(), &mut incoming);
             fleet.advance(monotonic_ns(), &mut |o| outputs.take(o));
+            let mut c = conns.counters.clone();
+            c.held_bytes = conns.charged() as u64;
+            c.unsynced_bytes = fleet.unsynced_bytes() as u64;
+            outputs.metrics.conns = c;
             outputs.tick(fleet.agents());
         }
     }
@@ -184,18 +222,71 @@ pub fn run(
     summary.joined = outputs.metrics.joined;
     if opts.stats {
         eprintln!(
-            "manager: {summary:?}\nfleet: {:?}\nmatcher: {:?}\nagents: {:#?}\nconnections refused {}, broken {}; write errors {}, ipfix errors {}",
+            "manager: {summary:?}\nfleet: {:?}\nmatcher: {:?}\nagents: {:#?}\nconnections: {:?}; write errors {}, ipfix errors {}",
             fleet.counters(),
             fleet.matcher_counters(),
             fleet.agents(),
-            conns.refused,
-            conns.broken,
+            conns.counters,
             outputs.write_errors,
             outputs.ipfix_errors,
         );
     }
     let _ = conns.connected();
     Ok(summary)
+}
+
+/// What the manager keeps after setup: CAP_NET_ADMIN, to detach the veth
+/// pass-through programs at exit (their links go with the process anyway,
+/// but a netlink-attached program would not).
+const MANAGER_KEEP: [u32; 1] = [xdprobe::live::privs::CAP_NET_ADMIN];
+
+/// The agents' channel: TLS from the config's files, or plaintext when
+/// the config says `insecure = true`, with a warning nobody can miss.
+fn tls_config(
+    s: &xdprobe_config::ManagerSecurity,
+) -> anyhow::Result<Option<Arc<xdprobe_host::fleet::tls::rustls::ServerConfig>>> {
+    use xdprobe_config::ManagerSecurity;
+    match s {
+        ManagerSecurity::Tls {
+            cert,
+            key,
+            ca,
+            pinned,
+        } => {
+            let files = xdprobe_host::fleet::tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                ca: ca.clone(),
+                pinned: pinned.clone(),
+            };
+            let c = xdprobe_host::fleet::tls::server_config(&files).context("manager TLS")?;
+            Ok(Some(c))
+        }
+        ManagerSecurity::Insecure => {
+            tracing::warn!(
+                "INSECURE: manager.insecure = true — agents' connections are plaintext and \
+                 unauthenticated: anyone who reaches the port can send events as any agent \
+                 not connected right now"
+            );
+            Ok(None)
+        }
+        ManagerSecurity::Unset => anyhow::bail!(
+            "[manager] sets neither TLS (tls_cert, tls_key, tls_ca) nor insecure = true"
+        ),
+    }
+}
+
+/// Each thread's first allocation would otherwise get a malloc arena of
+/// its own, whose freed pages `malloc_trim` also has to find; the
+/// manager's allocations are one thread's.
+fn fewer_heap_arenas() {
+    // SAFETY: mallopt with integer arguments; it only tunes the allocator.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+        // Buffers of 128 KiB and more come straight from mmap and go back
+        // when freed (no dynamic threshold that keeps them on the heap).
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+    }
 }
 
 /// Connected agents with a responder address that parses.

@@ -14,6 +14,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
+pub use crate::fleet::conn_counters::ConnCounters;
 use crate::fleet::manager::AgentView;
 use crate::stack::matcher::{RawSample, segment_name};
 
@@ -87,6 +88,8 @@ pub struct ManagerMetrics {
     pub reports: u64,
     pub joined: u64,
     pub sync_rounds_failed: BTreeMap<String, u64>,
+    /// The connection guard's counters.
+    pub conns: ConnCounters,
 }
 
 impl ManagerMetrics {
@@ -211,7 +214,7 @@ impl ManagerMetrics {
             MetricType::Gauge,
         )?;
         for a in &self.agents {
-            ConstGauge::new(a.reported.buffered as i64)
+            ConstGauge::new(i64::try_from(a.reported.buffered).unwrap_or(i64::MAX))
                 .encode(fam.encode_family(&[("agent", a.agent.as_str())])?)?;
         }
         let mut fam = enc.encode_descriptor(
@@ -242,6 +245,7 @@ impl ManagerMetrics {
                 MetricType::Counter,
             )?)?;
         }
+        self.conns.encode(enc)?;
         Ok(())
     }
 }

@@ -16,6 +16,9 @@
 //! non-blocking loops (`read_tls` / `write_tls`).
 
 use std::path::{Path, PathBuf};
+
+/// The TLS stack, for the callers that drive connections.
+pub use rustls;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};

@@ -175,14 +175,48 @@ impl Rig {
                 )
             }
         };
+        let dir = TempDir::new("crosshost");
+        // The fleet's TLS files, made as an operator would.
+        let pki = dir.0.join("pki");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_xdprobe"))
+            .args(["manager", "gen-certs", "--dir", pki.to_str().unwrap()])
+            .args(["--manager", M4, "--manager", M6])
+            .args(["--agent", "a", "--agent", "b", "--agent", "mallory"])
+            .output()
+            .expect("gen-certs");
+        assert!(out.status.success(), "gen-certs: {out:?}");
         Rig {
             a,
             b,
             m,
             r,
-            dir: TempDir::new("crosshost"),
+            dir,
             bridge,
         }
+    }
+
+    /// The TLS keys of `[manager]`.
+    pub fn manager_tls(&self) -> String {
+        let p = |f: &str| self.path(&format!("pki/{f}")).display().to_string();
+        format!(
+            "tls_cert = \"{}\"\ntls_key = \"{}\"\ntls_ca = \"{}\"\n",
+            p("manager.pem"),
+            p("manager.key"),
+            p("ca.pem")
+        )
+    }
+
+    /// An agent's TLS arguments, with the certificate of `cert_of`.
+    pub fn agent_tls(&self, cert_of: &str) -> Vec<String> {
+        let p = |f: &str| self.path(&format!("pki/{f}")).display().to_string();
+        vec![
+            "--manager-cert".into(),
+            p(&format!("agent-{cert_of}.pem")),
+            "--manager-key".into(),
+            p(&format!("agent-{cert_of}.key")),
+            "--manager-ca".into(),
+            p("ca.pem"),
+        ]
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -193,8 +227,14 @@ impl Rig {
     /// any sections after them); waits until it listens.
     pub fn manager(&self, extra: &str) -> Proc {
         let cfg = self.path("manager.toml");
+        // TLS unless the test asks for plaintext.
+        let tls = if extra.contains("insecure") {
+            String::new()
+        } else {
+            self.manager_tls()
+        };
         let text = format!(
-            "[manager]\nlisten = \"[::]:{MANAGER_PORT}\"\nsample_bytes = 0\nveth_xdp = [\"ma\", \"mb\"]\njson = \"{}\"\n{extra}\n",
+            "[manager]\nlisten = \"[::]:{MANAGER_PORT}\"\nsample_bytes = 0\nveth_xdp = [\"ma\", \"mb\"]\njson = \"{}\"\n{tls}{extra}\n",
             self.path("manager.jsonl").display()
         );
         let text = if text.contains("[metrics]") {
@@ -248,6 +288,10 @@ impl Rig {
         if let Some(o) = &off {
             args.push("--test-clock-offset-ns");
             args.push(o);
+        }
+        let tls = self.agent_tls(&name);
+        if !extra.contains(&"--manager-insecure") {
+            args.extend(tls.iter().map(String::as_str));
         }
         args.extend_from_slice(extra);
         let p = Proc::spawn(

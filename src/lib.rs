@@ -4,5 +4,6 @@
 //! and the memory estimate every command makes before it allocates.
 
 pub mod budget;
+pub mod export_metrics;
 pub mod live;
 pub mod offline;

@@ -3,7 +3,7 @@
 //! their transports. Workers never block on the network: `send` is a
 //! `try_send` whose failure is counted.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ use xdprobe_dataplane::FlowRecord;
 
 use crate::collector::CollectorSpec;
 use crate::link::{Globals, Link, encoder_for};
-use crate::stats::{ExportStats, SharedCounters};
+use crate::stats::{CollectorStats, ExportStats, SharedCounters};
 use crate::{ExporterConfig, ExporterError};
 
 const WAKER: Token = Token(usize::MAX);
@@ -73,6 +73,7 @@ pub struct Exporter {
     shared: Arc<SharedCounters>,
     cfg: ExporterConfig,
     thread: JoinHandle<ExportStats>,
+    live: Arc<Mutex<Vec<CollectorStats>>>,
 }
 
 impl Exporter {
@@ -87,7 +88,9 @@ impl Exporter {
         let (tx, rx) = bounded(cfg.channel_capacity.max(1));
         let (ctl, ctl_rx) = unbounded();
         let shared = Arc::new(SharedCounters::default());
+        let live = Arc::new(Mutex::new(Vec::new()));
         let st = State {
+            live: live.clone(),
             poll,
             rx,
             ctl: ctl_rx,
@@ -111,7 +114,14 @@ impl Exporter {
             shared,
             cfg,
             thread,
+            live,
         })
+    }
+
+    /// The collectors' counters as of the last second, while running (for
+    /// the metrics endpoint).
+    pub fn live_stats(&self) -> Arc<Mutex<Vec<CollectorStats>>> {
+        self.live.clone()
     }
 
     pub fn sender(&self) -> RecordSender {
@@ -166,6 +176,7 @@ fn open_links(
 }
 
 struct State {
+    live: Arc<Mutex<Vec<CollectorStats>>>,
     poll: Poll,
     rx: Receiver<FlowRecord>,
     ctl: Receiver<Control>,
@@ -309,6 +320,9 @@ impl State {
             if now >= next_file_flush {
                 for l in &mut self.links {
                     l.flush_file();
+                }
+                if let Ok(mut v) = self.live.lock() {
+                    *v = self.links.iter().map(|l| l.stats.clone()).collect();
                 }
                 next_file_flush = now + FILE_FLUSH_EVERY;
             }

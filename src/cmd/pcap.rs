@@ -244,6 +244,15 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         if args.stats {
             eprintln!("export: {es}");
         }
+        // A file export that lost messages is a failed run, whatever the
+        // rest did: its counters say which (the file holds whole ones).
+        if let Some(c) = es.collectors.iter().find(|c| c.failed_messages > 0) {
+            eprintln!(
+                "xdprobe: export to {} failed: {} messages written, {} lost ({} records)",
+                c.url, c.messages, c.failed_messages, c.not_sent
+            );
+            return Ok(ExitCode::FAILURE);
+        }
     }
     Ok(exit_code(read_result, &args, &total))
 }

@@ -430,6 +430,7 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     let report = Arc::new(Mutex::new(Report::default()));
     let registry = Metrics::new();
     registry.register(ReportCollector(report.clone()));
+    registry.register(crate::export_metrics::ExportCollector(exporter.live_stats()));
     registry.register_summary(crate::live::prom::TsRttSummary(report.clone()));
     if let Some(h) = &host {
         registry.register(crate::live::host::HostCollector(h.metrics.clone()));
@@ -504,9 +505,10 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
 }
 
 fn open_json(p: &Path) -> Result<std::fs::File, DaemonError> {
-    std::fs::File::create(p).map_err(|source| DaemonError::Json {
+    // Never through a planted symlink (the daemon runs as root).
+    xdprobe_exporter::safe_file::create_new_or_truncate(p).map_err(|e| DaemonError::Json {
         path: p.display().to_string(),
-        source,
+        source: e.into(),
     })
 }
 

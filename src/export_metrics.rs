@@ -46,7 +46,8 @@ impl Collector for ExportCollector {
         for (name, help, f) in families {
             let mut fam = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
             for c in v.iter() {
-                ConstCounter::new(f(c)).encode(fam.encode_family(&[("collector", c.url.as_str())])?)?;
+                ConstCounter::new(f(c))
+                    .encode(fam.encode_family(&[("collector", c.url.as_str())])?)?;
             }
         }
         Ok(())

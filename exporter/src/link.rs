@@ -13,12 +13,14 @@ use mio::{Registry, Token};
 use tracing::{debug, info, warn};
 use xdprobe_dataplane::FlowRecord;
 
+use crate::collector::DEFAULT_UDP_RATE;
 use crate::collector::{CollectorSpec, Target};
 use crate::encode::{Encoder, ExportClock};
 use crate::stats::CollectorStats;
 use crate::template::{Format, OptionsValues, Templates};
 use crate::transport::Sent;
 use crate::transport::file::{FileOut, Flushed};
+use crate::transport::pace::Pacer;
 use crate::transport::tcp::{Change, TcpOut};
 use crate::transport::udp::UdpOut;
 use crate::{ExporterConfig, ExporterError};
@@ -72,6 +74,8 @@ pub struct Link {
     refused_logged_at: Option<Instant>,
     file_failed_unlogged: u64,
     file_logged_at: Option<Instant>,
+    /// UDP: the datagram rate limit.
+    pace: Option<Pacer>,
 }
 
 /// Largest message for a target: the MTU minus the IP and transport headers
@@ -163,6 +167,10 @@ impl Link {
             refused_logged_at: None,
             file_failed_unlogged: 0,
             file_logged_at: None,
+            pace: match &spec.target {
+                Target::Udp(_) => Pacer::new(spec.rate.unwrap_or(DEFAULT_UDP_RATE), Instant::now()),
+                _ => None,
+            },
             spec,
         })
     }
@@ -201,8 +209,25 @@ impl Link {
     pub fn wake_at(&self) -> Option<Instant> {
         match &self.out {
             Out::Tcp(t) => t.retry_at(),
+            Out::Udp(_) if !self.queue.is_empty() => {
+                self.pace.as_ref().map(|p| p.next_at(Instant::now()))
+            }
             _ => None,
         }
+    }
+
+    /// A paced UDP link whose queue is full: the exporter stops taking
+    /// records from the workers until it has room (offline, the reader
+    /// waits; live, the channel fills and its drops are counted), rather
+    /// than the queue dropping its oldest.
+    pub fn paced_full(&self) -> bool {
+        self.pace.is_some() && self.queue.len() >= self.queue_cap
+    }
+
+    /// Only a TCP link's remaining work is bounded by the shutdown
+    /// timeout: a paced UDP link always gets through its queue.
+    pub fn is_tcp(&self) -> bool {
+        matches!(self.out, Out::Tcp(_))
     }
 
     pub fn on_event(&mut self, reg: &Registry, ev: &mio::event::Event, now: Instant) {
@@ -342,7 +367,16 @@ impl Link {
                     return self.on_change(ch);
                 }
             }
+            if let Some(p) = self.pace.as_mut()
+                && !p.take(now)
+            {
+                return;
+            }
             let Some(records) = self.build(now, g) else {
+                // The token goes back: nothing was sent.
+                if let Some(p) = self.pace.as_mut() {
+                    p.give_back();
+                }
                 return;
             };
             let Some(msg) = self.enc.finish() else { return };

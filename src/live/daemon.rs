@@ -430,7 +430,9 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
     let report = Arc::new(Mutex::new(Report::default()));
     let registry = Metrics::new();
     registry.register(ReportCollector(report.clone()));
-    registry.register(crate::export_metrics::ExportCollector(exporter.live_stats()));
+    registry.register(crate::export_metrics::ExportCollector(
+        exporter.live_stats(),
+    ));
     registry.register_summary(crate::live::prom::TsRttSummary(report.clone()));
     if let Some(h) = &host {
         registry.register(crate::live::host::HostCollector(h.metrics.clone()));

@@ -127,7 +127,10 @@ mod tests {
         assert!(f.send(&[1; 100], 2).is_none());
         assert!(f.send(&[2; 50], 1).is_none());
         let r = f.flush();
-        assert_eq!((r.messages, r.records, r.octets, r.failed_messages), (2, 3, 150, 0));
+        assert_eq!(
+            (r.messages, r.records, r.octets, r.failed_messages),
+            (2, 3, 150, 0)
+        );
         assert!(!r.empty && r.error.is_none());
         // A full buffer flushes by itself.
         let big = vec![3u8; FLUSH_AT];

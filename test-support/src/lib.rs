@@ -2,12 +2,13 @@
 //! per crate: when a test may skip (`skip`: never under CI), scratch
 //! directories (`TempDir`), network namespaces and veth pairs (`netns`),
 //! child processes killed on drop and the collector side of IPFIX tests
-//! (`collect`).
+//! (`collect`), captures of many flows (`flows`).
 //!
 //! Only std and libc, so any crate of the workspace can take it as a
 //! dev-dependency without a cycle.
 
 pub mod collect;
+pub mod flows;
 pub mod netns;
 pub mod skip;
 mod tmp;

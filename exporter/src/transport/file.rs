@@ -83,13 +83,18 @@ impl FileOut {
             }
         }
         let mut whole = 0usize;
+        let mut cut = false;
         for &(len, records) in &self.msgs {
-            if whole + len <= written {
+            // Whole messages in file order: after the first cut one,
+            // nothing counts (a later short one may fit in the bytes
+            // written, but they are not its bytes).
+            if !cut && whole + len <= written {
                 whole += len;
                 out.messages += 1;
                 out.records += records;
                 out.octets += len as u64;
             } else {
+                cut = true;
                 out.failed_messages += 1;
                 out.failed_records += records;
             }

@@ -280,3 +280,109 @@ fn a_file_export_on_a_full_disk_keeps_whole_messages_and_fails_the_run() {
     assert_eq!(records + not_sent, 20_000, "{export}");
     assert_eq!(ipfix_records(msgs) as u64, records, "{export}");
 }
+
+fn record(i: u32) -> xdprobe_dataplane::FlowRecord {
+    use xdprobe_dataplane::flow::record::{DirStats, Npm};
+    use xdprobe_dataplane::{EndReason, FlowRecord, Timestamp};
+    let d = DirStats {
+        packets: 10,
+        bytes: 1000,
+        ..DirStats::default()
+    };
+    FlowRecord {
+        client_addr: [192, 0, 2, 1].into(),
+        client_port: i as u16,
+        server_addr: [198, 51, 100, 2].into(),
+        server_port: 443,
+        proto: 6,
+        vlan: None,
+        direction_guessed: false,
+        start: Timestamp::from_nanos(1_700_000_000_000_000_000 + u64::from(i)),
+        end: Timestamp::from_nanos(1_700_000_001_000_000_000 + u64::from(i)),
+        end_reason: EndReason::Idle,
+        tos: 0,
+        c2s: d,
+        s2c: d,
+        npm: Npm::default(),
+        seq_in_flow: 0,
+        process: None,
+    }
+}
+
+/// The daemon's exporter on a full disk: it goes on (the next write after
+/// room is made succeeds), and the metrics endpoint's counters say what
+/// was lost while it ran.
+#[test]
+fn a_running_export_survives_a_full_disk_and_counts_it_on_the_metrics() {
+    if !require_root("a_running_export_survives_a_full_disk_and_counts_it_on_the_metrics") {
+        return;
+    }
+    use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
+    let d = TempDir::new("fulldisk-live");
+    let mnt = d.0.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "xdprobe-test"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let _guard = Mount(mnt.clone());
+    // Ballast to free later.
+    std::fs::write(mnt.join("ballast"), vec![0u8; 256 << 10]).unwrap();
+    let url = format!("file://{}", mnt.join("live.ipfix").display());
+    let ex = Exporter::spawn(ExporterConfig {
+        collectors: vec![CollectorSpec::parse(&url).unwrap()],
+        ..ExporterConfig::default()
+    })
+    .unwrap();
+    let live = ex.live_stats();
+    let tx = ex.sender();
+    let registry = xdprobe::live::prom::Metrics::new();
+    registry.register(xdprobe::export_metrics::ExportCollector(live.clone()));
+    let failed = || {
+        live.lock()
+            .unwrap()
+            .first()
+            .map_or(0, |c| c.failed_messages)
+    };
+    let mut i = 0u32;
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    while failed() == 0 {
+        for _ in 0..500 {
+            let _ = tx.send(record(i));
+            i += 1;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(std::time::Instant::now() < end, "the disk never filled");
+    }
+    let text = registry.render().unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("xdprobe_export_messages_failed_total{"))
+        .unwrap_or_else(|| panic!("no failure counter in\n{text}"));
+    assert!(line.contains(&url) && !line.ends_with(" 0"), "{line}");
+    // Room again: the running exporter writes again.
+    std::fs::remove_file(mnt.join("ballast")).unwrap();
+    let written = live.lock().unwrap()[0].messages;
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    while live.lock().unwrap()[0].messages == written {
+        for _ in 0..50 {
+            let _ = tx.send(record(i));
+            i += 1;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            std::time::Instant::now() < end,
+            "no write after room was made"
+        );
+    }
+    drop(tx);
+    let stats = ex.shutdown().unwrap();
+    let c = &stats.collectors[0];
+    eprintln!("running export on a 1 MiB disk: {c}; metrics: {line}");
+    let bytes = std::fs::read(mnt.join("live.ipfix")).unwrap();
+    let msgs = split_ipfix(&bytes);
+    assert_eq!(msgs.iter().map(Vec::len).sum::<usize>(), bytes.len());
+    assert_eq!(msgs.len() as u64, c.messages);
+}

@@ -74,6 +74,30 @@ fn gen_certs(a: &GenCertsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `--check` says about the agents' channel.
+fn channel(s: &xdprobe_config::ManagerSecurity) -> String {
+    use xdprobe_config::ManagerSecurity;
+    match s {
+        ManagerSecurity::Tls {
+            cert, ca, pinned, ..
+        } => {
+            let trust = match (ca, pinned.len()) {
+                (Some(ca), 0) => format!("agents' certificates from the CA {}", ca.display()),
+                (Some(ca), n) => format!("the CA {} and {n} pinned certificate(s)", ca.display()),
+                (None, n) => format!("{n} pinned agent certificate(s)"),
+            };
+            format!(
+                "mutual TLS 1.3 as {}; {trust}; each agent's certificate must name it",
+                cert.display()
+            )
+        }
+        ManagerSecurity::Insecure => {
+            "INSECURE: plaintext, no authentication (insecure = true)".into()
+        }
+        ManagerSecurity::Unset => "not configured".into(),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     xdprobe_config::parse_duration(s).map_err(|e| e.to_string())
 }
@@ -93,7 +117,14 @@ pub fn run(a: ManagerArgs) -> anyhow::Result<ExitCode> {
         }
     };
     if a.check {
+        // The TLS files are read as the manager would, so a wrong path or
+        // a key that does not match shows here.
+        if let Err(e) = manager::tls_config(&cfg.manager.security) {
+            eprintln!("{}: {e:#}", config.display());
+            return Ok(ExitCode::from(EXIT_SETUP));
+        }
         println!("{}: ok", config.display());
+        println!("  agents' channel: {}", channel(&cfg.manager.security));
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(j) = a.json {

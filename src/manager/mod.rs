@@ -242,7 +242,7 @@ const MANAGER_KEEP: [u32; 1] = [xdprobe::live::privs::CAP_NET_ADMIN];
 
 /// The agents' channel: TLS from the config's files, or plaintext when
 /// the config says `insecure = true`, with a warning nobody can miss.
-fn tls_config(
+pub fn tls_config(
     s: &xdprobe_config::ManagerSecurity,
 ) -> anyhow::Result<Option<Arc<xdprobe_host::fleet::tls::rustls::ServerConfig>>> {
     use xdprobe_config::ManagerSecurity;

@@ -144,29 +144,10 @@ fn wait_metrics(rig: &Rig, what: &str, f: impl Fn(&str) -> bool) -> String {
     }
 }
 
-#[test]
-fn impersonation_and_forged_events_need_the_agents_own_key() {
-    if !require_root("impersonation_and_forged_events_need_the_agents_own_key") {
-        return;
-    }
-    let _serial = host_support::serial();
-    let rig = Rig::new(Middle::Linux);
-    let m = rig.manager(&format!("sync_interval = \"1s\"\n{}", metrics_section()));
-    // Set up (socket bound, veth programs attached), the manager keeps
-    // CAP_NET_ADMIN only (to detach them at exit).
-    let caps = std::fs::read_to_string(format!("/proc/{}/status", m.pid())).unwrap();
-    let eff = caps.lines().find(|l| l.starts_with("CapEff:")).unwrap();
-    assert_eq!(
-        u64::from_str_radix(eff.trim_start_matches("CapEff:").trim(), 16).unwrap(),
-        1 << 12,
-        "{eff}"
-    );
-    let a = rig.agent('a', M4, None, &["--port", "5498"]);
-    let t = wait_metrics(&rig, "agent a synced", |t| {
-        agent_metric(t, "xdprobe_manager_sync_rounds_total", "a").is_some_and(|v| v >= 1.0)
-    });
-    let connects_a = agent_metric(&t, "xdprobe_manager_agent_connects_total", "a");
-
+/// Three ways of speaking as agent "a" without a's key, from namespace B:
+/// plaintext, a fleet certificate of another name (mallory's), and a
+/// certificate naming "a" from another CA. Each is closed by the manager.
+fn attacks_as_a(rig: &Rig) {
     // 1. Plaintext HELLO as "a", then events: the TLS handshake fails.
     let mut plain = connect_from(&rig.b);
     let mut bytes = hello("a", None);
@@ -211,6 +192,32 @@ fn impersonation_and_forged_events_need_the_agents_own_key() {
     };
     let mut s = tls_from(&rig.b, &forged, &hello("a", None));
     assert!(closed_by_manager(&mut s), "another CA's certificate got in");
+}
+
+#[test]
+fn impersonation_and_forged_events_need_the_agents_own_key() {
+    if !require_root("impersonation_and_forged_events_need_the_agents_own_key") {
+        return;
+    }
+    let _serial = host_support::serial();
+    let rig = Rig::new(Middle::Linux);
+    let m = rig.manager(&format!("sync_interval = \"1s\"\n{}", metrics_section()));
+    // Set up (socket bound, veth programs attached), the manager keeps
+    // CAP_NET_ADMIN only (to detach them at exit).
+    let caps = std::fs::read_to_string(format!("/proc/{}/status", m.pid())).unwrap();
+    let eff = caps.lines().find(|l| l.starts_with("CapEff:")).unwrap();
+    assert_eq!(
+        u64::from_str_radix(eff.trim_start_matches("CapEff:").trim(), 16).unwrap(),
+        1 << 12,
+        "{eff}"
+    );
+    let a = rig.agent('a', M4, None, &["--port", "5498"]);
+    let t = wait_metrics(&rig, "agent a synced", |t| {
+        agent_metric(t, "xdprobe_manager_sync_rounds_total", "a").is_some_and(|v| v >= 1.0)
+    });
+    let connects_a = agent_metric(&t, "xdprobe_manager_agent_connects_total", "a");
+
+    attacks_as_a(&rig);
 
     let t = wait_metrics(&rig, "the refusals counted", |t| {
         closed(t, "tls") >= 2.0 && closed(t, "cert_name") >= 1.0

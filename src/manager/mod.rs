@@ -70,30 +70,8 @@ pub fn run(
     } else {
         None
     };
-    let mut outputs = Outputs::open(
-        &OutputOptions {
-            json: m.json.clone(),
-            plot: m.plot.clone(),
-            wire_records: m.wire_records.clone(),
-            collectors: cfg.export.collectors.clone(),
-            pen: cfg.export.pen,
-            observation_domain: cfg.export.observation_domain,
-            mtu: cfg.export.mtu,
-        },
-        shared.clone(),
-    )?;
-    let mut fleet = Fleet::new(FleetConfig {
-        matcher: MatcherConfig {
-            sample_bytes: m.sample_bytes,
-            hold_ns: m.hold.as_nanos() as u64,
-            idle_ns: m.idle_timeout.as_nanos() as u64,
-            report_ns: m.report_interval.map_or(0, |d| d.as_nanos() as u64),
-            raw_samples: true,
-            ..MatcherConfig::default()
-        },
-        max_unsynced: m.unsynced_events,
-        max_agents: m.max_agents,
-    });
+    let mut outputs = open_outputs(cfg, shared.clone())?;
+    let mut fleet = Fleet::new(fleet_config(m));
 
     let tls = tls_config(&m.security)?;
     let mut poll = Poll::new().context("creating the poller")?;
@@ -119,22 +97,7 @@ pub fn run(
     // inherits the reduced set.
     xdprobe::live::privs::drop_to(m.user.as_deref(), &MANAGER_KEEP)
         .context("dropping privileges")?;
-    let _metrics = match metrics_listener {
-        Some((l, addr)) => {
-            let metrics = xdprobe::live::prom::Metrics::new();
-            metrics.register(xdprobe_host::fleet::metrics::MetricsCollector(
-                shared.clone(),
-            ));
-            let server = xdprobe::live::prom::MetricsServer::start(
-                l,
-                metrics,
-                xdprobe::live::prom::Limits::default(),
-            )?;
-            tracing::info!(%addr, "manager metrics");
-            Some(server)
-        }
-        None => None,
-    };
+    let _metrics = start_metrics(metrics_listener, &shared)?;
     let clock = clock::ClockThread::spawn(m.sync_interval, burst, session)
         .context("starting the clock-sync thread")?;
     tracing::info!(listen = %conns.local_addr()?, sync_interval = ?m.sync_interval, "manager listening");
@@ -142,7 +105,6 @@ pub fn run(
     let started = Instant::now();
     let mut events = Events::with_capacity(256);
     let mut incoming = Vec::new();
-    let mut refused = Vec::new();
     let mut last_advance = Instant::now();
     let mut summary = Summary::default();
     loop {
@@ -157,32 +119,9 @@ pub fn run(
         for ev in events.iter() {
             conns.on_event(poll.registry(), ev, fleet.unsynced_bytes(), &mut incoming);
         }
-        let mut targets_changed = false;
-        for i in incoming.drain(..) {
-            match i {
-                Incoming::Hello(h) => {
-                    if h.sample_bytes != fleet.sample_bytes() {
-                        tracing::warn!(agent = %h.agent, agent_grid = h.sample_bytes, manager_grid = fleet.sample_bytes(),
-                            "the agent samples on another grid than manager.sample_bytes: its bytes may not meet the other end's");
-                    }
-                    let name = h.agent.clone();
-                    if !fleet.hello(h) {
-                        tracing::warn!(agent = %name, "too many agents: refused");
-                        conns.refuse(poll.registry(), &name, &mut refused);
-                    }
-                    targets_changed = true;
-                }
-                Incoming::Events(a, evs) => fleet.events(&a, &evs),
-                Incoming::Stats(a, s) => fleet.agent_stats(&a, s),
-                Incoming::Gone(a) => {
-                    fleet.gone(&a);
-                    targets_changed = true;
-                }
-            }
-        }
+        let targets_changed = take(&mut fleet, &mut conns, poll.registry(), &mut incoming);
         // Connections taken over by an authenticated reconnection.
         conns.reap(poll.registry(), &mut incoming);
-        incoming.append(&mut refused);
         // The fleet's waiting events get what the connections leave.
         fleet.set_unsynced_budget(
             m.memory_limit.saturating_sub(conns.charged()) / std::mem::size_of::<StackEvent>(),
@@ -190,19 +129,7 @@ pub fn run(
         if targets_changed {
             clock.set_targets(targets(&fleet));
         }
-        while let Ok(r) = clock.rounds.try_recv() {
-            summary.rounds += 1;
-            match r.estimate {
-                Some(e) => fleet.estimate(&r.agent, e),
-                None => {
-                    summary.rounds_failed += 1;
-                    tracing::warn!(agent = %r.agent, target = %r.target, sent = r.sent, lost = r.lost, error = ?r.error,
-                        "clock round without an answer (is the agent's responder on the interface the probes reach?)");
-                }
-            }
-            let state = fleet.clock(&r.agent);
-            outputs.round(&r, state);
-        }
+        take_rounds(&clock, &mut fleet, &mut outputs, &mut summary);
         if last_advance.elapsed() >= ADVANCE_EVERY {
             last_advance = Instant::now();
             conns.tick(poll.registry(), Instant::now(), &mut incoming);
@@ -233,6 +160,120 @@ pub fn run(
     }
     let _ = conns.connected();
     Ok(summary)
+}
+
+fn fleet_config(m: &xdprobe_config::ManagerSettings) -> FleetConfig {
+    FleetConfig {
+        matcher: MatcherConfig {
+            sample_bytes: m.sample_bytes,
+            hold_ns: m.hold.as_nanos() as u64,
+            idle_ns: m.idle_timeout.as_nanos() as u64,
+            report_ns: m.report_interval.map_or(0, |d| d.as_nanos() as u64),
+            raw_samples: true,
+            ..MatcherConfig::default()
+        },
+        max_unsynced: m.unsynced_events,
+        max_agents: m.max_agents,
+    }
+}
+
+fn open_outputs(
+    cfg: &ManagerConfig,
+    shared: Arc<Mutex<ManagerMetrics>>,
+) -> anyhow::Result<Outputs> {
+    let m = &cfg.manager;
+    Outputs::open(
+        &OutputOptions {
+            json: m.json.clone(),
+            plot: m.plot.clone(),
+            wire_records: m.wire_records.clone(),
+            collectors: cfg.export.collectors.clone(),
+            pen: cfg.export.pen,
+            observation_domain: cfg.export.observation_domain,
+            mtu: cfg.export.mtu,
+        },
+        shared,
+    )
+}
+
+/// The metrics server's thread, on the listener bound during setup.
+fn start_metrics(
+    listener: Option<(std::net::TcpListener, SocketAddr)>,
+    shared: &Arc<Mutex<ManagerMetrics>>,
+) -> anyhow::Result<Option<xdprobe::live::prom::MetricsServer>> {
+    let Some((l, addr)) = listener else {
+        return Ok(None);
+    };
+    let metrics = xdprobe::live::prom::Metrics::new();
+    metrics.register(xdprobe_host::fleet::metrics::MetricsCollector(
+        shared.clone(),
+    ));
+    let server = xdprobe::live::prom::MetricsServer::start(
+        l,
+        metrics,
+        xdprobe::live::prom::Limits::default(),
+    )?;
+    tracing::info!(%addr, "manager metrics");
+    Ok(Some(server))
+}
+
+/// What the connections brought, into the fleet core; true when the
+/// clock-sync targets changed.
+fn take(
+    fleet: &mut Fleet,
+    conns: &mut Conns,
+    reg: &mio::Registry,
+    incoming: &mut Vec<Incoming>,
+) -> bool {
+    let mut targets_changed = false;
+    let mut refused = Vec::new();
+    for i in incoming.drain(..) {
+        match i {
+            Incoming::Hello(h) => {
+                if h.sample_bytes != fleet.sample_bytes() {
+                    tracing::warn!(agent = %h.agent, agent_grid = h.sample_bytes, manager_grid = fleet.sample_bytes(),
+                        "the agent samples on another grid than manager.sample_bytes: its bytes may not meet the other end's");
+                }
+                let name = h.agent.clone();
+                if !fleet.hello(h) {
+                    tracing::warn!(agent = %name, "too many agents: refused");
+                    conns.refuse(reg, &name, &mut refused);
+                }
+                targets_changed = true;
+            }
+            Incoming::Events(a, evs) => fleet.events(&a, &evs),
+            Incoming::Stats(a, s) => fleet.agent_stats(&a, s),
+            Incoming::Gone(a) => {
+                fleet.gone(&a);
+                targets_changed = true;
+            }
+        }
+    }
+    // A refused agent's connection is gone: the next turn says so.
+    incoming.append(&mut refused);
+    targets_changed
+}
+
+/// The clock rounds done since the last turn.
+fn take_rounds(
+    clock: &clock::ClockThread,
+    fleet: &mut Fleet,
+    outputs: &mut Outputs,
+    summary: &mut Summary,
+) {
+    while let Ok(r) = clock.rounds.try_recv() {
+        summary.rounds += 1;
+        match r.estimate {
+            Some(e) => fleet.estimate(&r.agent, e),
+            None => {
+                summary.rounds_failed += 1;
+                tracing::warn!(agent = %r.agent, target = %r.target, sent = r.sent, lost = r.lost, error = ?r.error,
+                    "clock round without an answer (is the agent's responder on the interface the probes reach?)");
+            }
+        }
+        let state = fleet.clock(&r.agent);
+        outputs.round(&r, state);
+    }
 }
 
 /// What the manager keeps after setup: CAP_NET_ADMIN, to detach the veth

@@ -191,6 +191,33 @@ impl Validator<'_> {
             count("unsynced_events", 262_144, 0, 1 << 26),
         );
         let security = self.manager_security(&raw);
+        let limits = self.manager_limits(&raw);
+        ManagerSettings {
+            security,
+            listen,
+            sample_bytes: u32::try_from(sample_bytes).unwrap_or(d.sample_bytes),
+            sync_interval,
+            sync_probes: u32::try_from(sync_probes).unwrap_or(d.sync_probes),
+            sync_timeout,
+            hold,
+            idle_timeout,
+            report_interval: (!report_interval.is_zero()).then_some(report_interval),
+            json,
+            plot,
+            wire_records,
+            veth_xdp,
+            max_agents: usize::try_from(max_agents).unwrap_or(d.max_agents),
+            unsynced_events: usize::try_from(unsynced_events).unwrap_or(d.unsynced_events),
+            ..limits
+        }
+    }
+}
+
+impl Validator<'_> {
+    /// `hello_timeout`, `agent_timeout`, `max_frame`, `memory_limit`,
+    /// `user`: what a connection may cost, and who the manager becomes.
+    fn manager_limits(&mut self, raw: &RawManager) -> ManagerSettings {
+        let d = ManagerSettings::default();
         let hello_timeout = self.duration(
             "manager.hello_timeout",
             raw.hello_timeout.as_ref(),
@@ -231,31 +258,15 @@ impl Validator<'_> {
             }
         });
         ManagerSettings {
-            security,
             hello_timeout,
             agent_timeout,
             max_frame: usize::try_from(max_frame).unwrap_or(d.max_frame),
             memory_limit: usize::try_from(memory_limit).unwrap_or(d.memory_limit),
             user,
-            listen,
-            sample_bytes: u32::try_from(sample_bytes).unwrap_or(d.sample_bytes),
-            sync_interval,
-            sync_probes: u32::try_from(sync_probes).unwrap_or(d.sync_probes),
-            sync_timeout,
-            hold,
-            idle_timeout,
-            report_interval: (!report_interval.is_zero()).then_some(report_interval),
-            json,
-            plot,
-            wire_records,
-            veth_xdp,
-            max_agents: usize::try_from(max_agents).unwrap_or(d.max_agents),
-            unsynced_events: usize::try_from(unsynced_events).unwrap_or(d.unsynced_events),
+            ..d
         }
     }
-}
 
-impl Validator<'_> {
     /// `insecure`, `tls_cert`, `tls_key`, `tls_ca`, `tls_pinned`: either
     /// plaintext said out loud, or a full TLS identity and trust.
     fn manager_security(&mut self, raw: &RawManager) -> ManagerSecurity {

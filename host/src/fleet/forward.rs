@@ -275,7 +275,14 @@ impl State {
                 self.session = match &self.tls {
                     None => None,
                     Some((c, name)) => match ClientConnection::new(c.clone(), name.clone()) {
-                        Ok(s) => Some(s),
+                        Ok(mut s) => {
+                            // One frame (at most proto::MAX_FRAME) is encrypted
+                            // and handed to the socket's buffer at a time: no
+                            // second limit below that one (rustls's default of
+                            // 64 KiB would refuse a full EVENTS frame).
+                            s.set_buffer_limit(None);
+                            Some(s)
+                        }
                         Err(e) => {
                             tracing::error!(error = %e, "TLS session to the manager");
                             None

@@ -312,9 +312,17 @@ fn idle_sockets_and_bad_stats_cannot_lock_an_agent_out() {
     let _serial = host_support::serial();
     let rig = Rig::new(Middle::Linux);
     let m = rig.manager(&format!(
-        "max_agents = 4\nhello_timeout = \"1s\"\nagent_timeout = \"3s\"\n{}",
+        "max_agents = 4\nhello_timeout = \"1s\"\nagent_timeout = \"3s\"\nuser = \"nobody\"\n{}",
         metrics_section()
     ));
+    // `user`: set up as root, then nobody with CAP_NET_ADMIN alone (it
+    // still detaches the veth programs when it stops, below).
+    let status = std::fs::read_to_string(format!("/proc/{}/status", m.pid())).unwrap();
+    let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    assert!(
+        uid.split_whitespace().skip(1).all(|u| u == "65534"),
+        "{uid}"
+    );
     // 40 idle sockets: more than max_agents × 2 (the old connection cap)
     // and than the 16 allowed to wait for a HELLO.
     let idle: Vec<TcpStream> = (0..40).map(|_| connect_from(&rig.b)).collect();

@@ -373,7 +373,7 @@ fn print_stats(
     let r = reader.reorder_stats();
     if r != Default::default() {
         eprintln!(
-            "  time order: {} packets put before earlier-written ones, {} late by more than 2 ms ({} dropped as strays, {} clock steps back kept in file order), {} let out early (hold ring full)",
+            "  time order: {} packets put before earlier-written ones, {} late by more than 2 ms (kept in file order; {} dropped as strays over 10 s off, {} clock steps kept), {} let out early (hold ring full)",
             r.reordered, r.late, r.late_dropped, r.steps, r.overflow
         );
     }

@@ -15,13 +15,18 @@
 //!   been read (or the file ends), so nothing within the window can still
 //!   come before it;
 //! - a packet stamped more than the window before the newest one read so
-//!   far is *late*: it is dropped and counted (`late_dropped`). Handed on,
-//!   one packet stamped 0 in a flow would make that flow start in 1970;
-//! - unless late packets keep coming: [`STEP_RUN`] of them in a row are a
-//!   clock that stepped back (two files concatenated, a recorder's clock
-//!   set back), not a stray stamp. Then everything held goes first, then
-//!   the run, in file order, and the capture's time starts again from
-//!   them (`steps`); the run is not lost;
+//!   far is *late*: everything held is handed out first, then it, in file
+//!   order (real captures have such packets: tshark counts them, so do we);
+//! - a packet stamped more than [`STRAY_NS`] back is a *stray*: dropped and
+//!   counted (`late_dropped`). Handed on, one packet stamped 0 in a flow
+//!   would make that flow start in 1970;
+//! - unless strays keep coming: [`STEP_RUN`] of them in a row are a clock
+//!   that stepped back (two files concatenated, a recorder's clock set
+//!   back). Then everything held goes first, then the run, in file order,
+//!   and the capture's time goes on from them (`steps`): nothing is lost;
+//! - likewise a packet stamped more than [`STRAY_NS`] *ahead* does not move
+//!   the capture's time (else every packet after it would be a stray)
+//!   until [`STEP_RUN`] such packets in a row make it a step forward;
 //! - at most [`CAPACITY`] packets are held; beyond that the oldest goes out
 //!   early (counted), so a burst of more than that within one window is in
 //!   file order again past that point.
@@ -45,6 +50,12 @@ pub const WINDOW_NS: u64 = 2_000_000;
 /// Late packets in a row that make a clock step rather than strays.
 pub const STEP_RUN: usize = 64;
 
+/// How far back (or ahead) of the capture's time a packet is a stray
+/// rather than late: 10 s. Late packets occur in real captures (a split
+/// TAP, merged files: the corpus has one 5 ms back) and are kept; a stamp
+/// this far off is a broken one.
+pub const STRAY_NS: u64 = 10_000_000_000;
+
 /// Packets held at most: a 2 ms window at 4 M packets per second. A power
 /// of two: the ring's positions wrap with a mask.
 pub const CAPACITY: usize = 8192;
@@ -57,7 +68,8 @@ pub struct ReorderStats {
     pub reordered: u64,
     /// Packets stamped more than the window before an earlier-read one.
     pub late: u64,
-    /// Late packets dropped (strays: fewer than [`STEP_RUN`] in a row).
+    /// Strays dropped: more than [`STRAY_NS`] back, fewer than
+    /// [`STEP_RUN`] in a row.
     pub late_dropped: u64,
     /// Clock steps back: a run of late packets handed out in file order.
     pub steps: u64,
@@ -178,8 +190,10 @@ pub struct TimeOrdered<B: AsRef<[u8]>> {
     forced: usize,
     /// Newest timestamp read so far (ns).
     newest: u64,
-    /// Late packets in a row, kept until they are a step or strays.
+    /// Strays back in a row, kept until they are a step or dropped.
     late_run: Vec<Held>,
+    /// Packets far ahead in a row (they do not move `newest` until a step).
+    ahead: usize,
     /// The reader reported the end of the file or an error; calling it
     /// again repeats that answer.
     done: bool,
@@ -194,6 +208,7 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
             forced: 0,
             newest: 0,
             late_run: Vec::with_capacity(STEP_RUN),
+            ahead: 0,
             done: false,
             stats: ReorderStats::default(),
         }
@@ -291,6 +306,15 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
         let t = h.ts.as_nanos();
         if t.saturating_add(WINDOW_NS) < self.newest {
             self.stats.late += 1;
+            if t.saturating_add(STRAY_NS) >= self.newest {
+                // Late: what is held goes first, then this one, in file
+                // order.
+                self.drop_late_run();
+                self.ahead = 0;
+                self.forced = self.held.len();
+                self.held.push_back(h);
+                return;
+            }
             if self.late_run.len() < STEP_RUN {
                 self.late_run.push(h);
                 return;
@@ -310,6 +334,16 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
             return;
         }
         self.drop_late_run();
+        // Far ahead: held in its place but the capture's time stays, until
+        // a run of them says the clock stepped forward.
+        let raise = if self.newest != 0 && t > self.newest.saturating_add(STRAY_NS) {
+            self.ahead += 1;
+            self.ahead > STEP_RUN
+        } else {
+            self.ahead = 0;
+            true
+        };
+        let t = if raise { t } else { self.newest };
         if self.held.back().is_none_or(|b| b.ts <= h.ts) {
             // In order (the common case): no search.
             self.push_back(h, t);
@@ -470,12 +504,12 @@ mod tests {
     }
 
     #[test]
-    fn a_stray_packet_beyond_the_window_is_dropped_and_counted() {
-        // 2.5 ms back: late, dropped.
+    fn a_late_packet_keeps_its_file_place_and_a_stray_is_dropped() {
+        // 2.5 ms back: late. Everything before it goes first.
         let recs = [(10_000, 1), (11_500, 2), (9_000, 3), (12_000, 4)];
         let (got, st) = order(&file(&recs), 16);
-        assert_eq!(got, vec![(10_000, 1), (11_500, 2), (12_000, 4)]);
-        assert_eq!((st.late, st.late_dropped, st.reordered), (1, 1, 0));
+        assert_eq!(got, vec![(10_000, 1), (11_500, 2), (9_000, 3), (12_000, 4)]);
+        assert_eq!((st.late, st.late_dropped, st.reordered), (1, 0, 0));
         // Stamped 0 (53 years back) in the middle of a flow, and two
         // strays an hour back: dropped, counted, nothing else touched.
         let recs = [
@@ -494,6 +528,17 @@ mod tests {
         let (got, st) = order(&file(&recs), 1);
         assert_eq!(got.len(), 1);
         assert_eq!(st.late_dropped, 1);
+    }
+
+    #[test]
+    fn a_stray_far_ahead_does_not_make_the_rest_late() {
+        // A stamp an hour ahead, then the capture goes on: nothing is
+        // late; the stray comes last (its time), nothing is lost.
+        let recs = [(1_000, 1), (4_000_000_000, 2), (2_000, 3), (3_000, 4)];
+        let (got, st) = order(&file(&recs), 16);
+        let tags: Vec<u8> = got.iter().map(|g| g.1).collect();
+        assert_eq!(tags, vec![1, 3, 4, 2]);
+        assert_eq!((st.late, st.late_dropped), (0, 0));
     }
 
     #[test]

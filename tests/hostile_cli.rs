@@ -476,5 +476,8 @@ fn a_packet_stamped_far_back_never_moves_a_flows_start() {
     assert_eq!(recs[0]["start_us"].as_u64(), Some(T0 / 1000), "{}", recs[0]);
     assert_eq!(recs[0]["end_us"].as_u64(), Some((T0 + 3_000_000) / 1000));
     assert_eq!(recs[0]["c2s"]["packets"].as_u64(), Some(3), "{}", recs[0]);
-    assert!(stderr.contains("1 dropped as strays over 10 s off"), "{stderr}");
+    assert!(
+        stderr.contains("1 dropped as strays over 10 s off"),
+        "{stderr}"
+    );
 }

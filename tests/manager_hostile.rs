@@ -250,12 +250,28 @@ fn impersonation_and_forged_events_need_the_agents_own_key() {
         "the real agent lost its connection:\n{a_log}"
     );
 
-    // 4. An authenticated reconnection of "a" takes its session over.
+    // 4. An authenticated connection as "a" (a's own key, from B) while
+    // a is connected: it takes the session over, the old one is closed.
+    let own = TlsFiles {
+        cert: rig.path("pki/agent-a.pem"),
+        key: rig.path("pki/agent-a.key"),
+        ca: Some(rig.path("pki/ca.pem")),
+        pinned: vec![],
+    };
     let a2 = rig.agent('a', M4, None, &["--port", "5498"]);
-    let t = wait_metrics(&rig, "a's second connection", |t| {
+    wait_metrics(&rig, "a back", |t| {
         agent_metric(t, "xdprobe_manager_agent_connects_total", "a") > connects_a
     });
-    let _ = t;
+    let mut s = tls_from(&rig.b, &own, &hello("a", None));
+    let t = wait_metrics(&rig, "the takeover", |t| {
+        metric(t, "xdprobe_manager_takeovers_total") >= 1.0 && closed(t, "taken_over") >= 1.0
+    });
+    eprintln!(
+        "takeover by an authenticated connection: takeovers {}, closed taken_over {}",
+        metric(&t, "xdprobe_manager_takeovers_total"),
+        closed(&t, "taken_over")
+    );
+    drop(s.write_all(&[]));
     a2.stop();
     let log = m.stop();
     assert!(log.contains("tls=true"), "{log}");

@@ -101,7 +101,7 @@ def stage(path):
     for key, name in (("/src/source/", "read"), ("/src/parse/", "parse"),
                       ("/src/flow/", "flow"), ("hashbrown", "flow"), ("foldhash", "flow"),
                       ("/src/metrics/", "metrics"), ("/src/worker.rs", "worker"),
-                      ("/src/offline/", "split"), ("/src/live/steer.rs", "split"),
+                      ("/capture/src/", "split"),
                       ("/rustc/", "std")):
         if key in path:
             return name

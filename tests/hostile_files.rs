@@ -338,11 +338,12 @@ fn a_running_export_survives_a_full_disk_and_counts_it_on_the_metrics() {
     .unwrap();
     let live = ex.live_stats();
     let tx = ex.sender();
-    let registry = xdprobe::live::prom::Metrics::new();
-    registry.register(xdprobe::export_metrics::ExportCollector(live.clone()));
+    let registry = xdprobe::prom::Metrics::new();
+    registry.register(xdprobe::daemon::export::ExportCollector(live.clone()));
     let failed = || {
         live.lock()
             .unwrap()
+            .collectors
             .first()
             .map_or(0, |c| c.failed_messages)
     };
@@ -364,9 +365,9 @@ fn a_running_export_survives_a_full_disk_and_counts_it_on_the_metrics() {
     assert!(line.contains(&url) && !line.ends_with(" 0"), "{line}");
     // Room again: the running exporter writes again.
     std::fs::remove_file(mnt.join("ballast")).unwrap();
-    let written = live.lock().unwrap()[0].messages;
+    let written = live.lock().unwrap().collectors[0].messages;
     let end = std::time::Instant::now() + Duration::from_secs(30);
-    while live.lock().unwrap()[0].messages == written {
+    while live.lock().unwrap().collectors[0].messages == written {
         for _ in 0..50 {
             let _ = tx.send(record(i));
             i += 1;

@@ -59,9 +59,17 @@ pub struct CollectorStats {
     /// Files: messages a write error lost (cut back out of the file; their
     /// records are in `not_sent`). `messages` counts those written whole.
     pub failed_messages: u64,
+    /// Records waiting in this collector's queue when the numbers were
+    /// taken (a TCP collector that is down keeps up to
+    /// `tcp_buffer_records` of them).
+    pub queued: u64,
+    /// TCP: whether the connection was up; `None` for UDP and files,
+    /// whose state has no such meaning.
+    pub connected: Option<bool>,
 }
 
-/// What `Exporter::shutdown` returns.
+/// What `Exporter::shutdown` returns, and what `Exporter::live_stats`
+/// holds while it runs (refreshed about once a second).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExportStats {
     /// Records taken from the channel by the exporter thread.

@@ -64,7 +64,7 @@ pub fn run(
     let shared = Arc::new(Mutex::new(ManagerMetrics::default()));
     let metrics_listener = if cfg.metrics.enabled {
         Some(
-            xdprobe::live::prom::MetricsServer::bind(cfg.metrics.listen)
+            xdprobe::prom::MetricsServer::bind(cfg.metrics.listen)
                 .with_context(|| format!("metrics.listen {}", cfg.metrics.listen))?,
         )
     } else {
@@ -95,7 +95,7 @@ pub fn run(
     // programs attached): from here on only CAP_NET_ADMIN (to detach them
     // at exit), and `user` if set. Before the clock thread starts, so it
     // inherits the reduced set.
-    xdprobe::live::privs::drop_to(m.user.as_deref(), &MANAGER_KEEP)
+    xdprobe::daemon::privs::drop_to(m.user.as_deref(), &MANAGER_KEEP)
         .context("dropping privileges")?;
     let _metrics = start_metrics(metrics_listener, &shared)?;
     let clock = clock::ClockThread::spawn(m.sync_interval, burst, session)
@@ -200,19 +200,15 @@ fn open_outputs(
 fn start_metrics(
     listener: Option<(std::net::TcpListener, SocketAddr)>,
     shared: &Arc<Mutex<ManagerMetrics>>,
-) -> anyhow::Result<Option<xdprobe::live::prom::MetricsServer>> {
+) -> anyhow::Result<Option<xdprobe::prom::MetricsServer>> {
     let Some((l, addr)) = listener else {
         return Ok(None);
     };
-    let metrics = xdprobe::live::prom::Metrics::new();
+    let metrics = xdprobe::prom::Metrics::new();
     metrics.register(xdprobe_host::fleet::metrics::MetricsCollector(
         shared.clone(),
     ));
-    let server = xdprobe::live::prom::MetricsServer::start(
-        l,
-        metrics,
-        xdprobe::live::prom::Limits::default(),
-    )?;
+    let server = xdprobe::prom::MetricsServer::start(l, metrics, xdprobe::prom::Limits::default())?;
     tracing::info!(%addr, "manager metrics");
     Ok(Some(server))
 }
@@ -279,7 +275,7 @@ fn take_rounds(
 /// What the manager keeps after setup: CAP_NET_ADMIN, to detach the veth
 /// pass-through programs at exit (their links go with the process anyway,
 /// but a netlink-attached program would not).
-const MANAGER_KEEP: [u32; 1] = [xdprobe::live::privs::CAP_NET_ADMIN];
+const MANAGER_KEEP: [u32; 1] = [xdprobe::daemon::privs::CAP_NET_ADMIN];
 
 /// The agents' channel: TLS from the config's files, or plaintext when
 /// the config says `insecure = true`, with a warning nobody can miss.

@@ -95,17 +95,7 @@ impl Validator<'_> {
 
     pub(super) fn manager(&mut self, raw: RawManager) -> ManagerSettings {
         let d = ManagerSettings::default();
-        let listen = match &raw.listen {
-            None => d.listen,
-            Some(l) => l.get_ref().parse::<SocketAddr>().unwrap_or_else(|_| {
-                self.invalid(
-                    "manager.listen",
-                    l.span(),
-                    Problem::SocketAddr(l.get_ref().clone()),
-                );
-                d.listen
-            }),
-        };
+        let listen = self.manager_listen(raw.listen.as_ref(), d.listen);
         let sample_bytes = self.int(
             "manager.sample_bytes",
             raw.sample_bytes.as_ref(),
@@ -164,22 +154,7 @@ impl Validator<'_> {
         let json = self.path("manager.json", raw.json.as_ref());
         let plot = self.path("manager.plot", raw.plot.as_ref());
         let wire_records = self.path("manager.wire_records", raw.wire_records.as_ref());
-        let mut seen: HashMap<String, usize> = HashMap::new();
-        let mut veth_xdp = Vec::new();
-        for (i, n) in raw.veth_xdp.iter().enumerate() {
-            let key = format!("manager.veth_xdp[{i}]");
-            if !valid_ifname(n.get_ref()) {
-                self.invalid(key, n.span(), Problem::InterfaceName(n.get_ref().clone()));
-                continue;
-            }
-            let line = self.line_of(n.span());
-            if let Some(first_line) = seen.insert(n.get_ref().clone(), line) {
-                let what = format!("interface {:?}", n.get_ref());
-                self.invalid(key, n.span(), Problem::Duplicate { what, first_line });
-                continue;
-            }
-            veth_xdp.push(n.get_ref().clone());
-        }
+        let veth_xdp = self.veth_xdp(&raw.veth_xdp);
         let max_agents = self.int(
             "manager.max_agents",
             raw.max_agents.as_ref(),
@@ -214,6 +189,41 @@ impl Validator<'_> {
 }
 
 impl Validator<'_> {
+    fn manager_listen(&mut self, raw: Option<&S<String>>, default: SocketAddr) -> SocketAddr {
+        let Some(l) = raw else {
+            return default;
+        };
+        l.get_ref().parse::<SocketAddr>().unwrap_or_else(|_| {
+            self.invalid(
+                "manager.listen",
+                l.span(),
+                Problem::SocketAddr(l.get_ref().clone()),
+            );
+            default
+        })
+    }
+
+    /// `veth_xdp`: interface names, each once.
+    fn veth_xdp(&mut self, raw: &[S<String>]) -> Vec<String> {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut veth_xdp = Vec::new();
+        for (i, n) in raw.iter().enumerate() {
+            let key = format!("manager.veth_xdp[{i}]");
+            if !valid_ifname(n.get_ref()) {
+                self.invalid(key, n.span(), Problem::InterfaceName(n.get_ref().clone()));
+                continue;
+            }
+            let line = self.line_of(n.span());
+            if let Some(first_line) = seen.insert(n.get_ref().clone(), line) {
+                let what = format!("interface {:?}", n.get_ref());
+                self.invalid(key, n.span(), Problem::Duplicate { what, first_line });
+                continue;
+            }
+            veth_xdp.push(n.get_ref().clone());
+        }
+        veth_xdp
+    }
+
     /// `hello_timeout`, `agent_timeout`, `max_frame`, `memory_limit`,
     /// `user`: what a connection may cost, and who the manager becomes.
     fn manager_limits(&mut self, raw: &RawManager) -> ManagerSettings {

@@ -75,14 +75,7 @@ pub fn run(
 
     let tls = tls_config(&m.security)?;
     let mut poll = Poll::new().context("creating the poller")?;
-    let limits = Limits {
-        hello_timeout: m.hello_timeout,
-        agent_timeout: m.agent_timeout,
-        max_frame: m.max_frame,
-        memory_limit: m.memory_limit,
-        max_pending: m.max_agents.clamp(16, 1024),
-    };
-    let mut conns = Conns::bind(m.listen, poll.registry(), tls, limits)
+    let mut conns = Conns::bind(m.listen, poll.registry(), tls, limits(m))
         .with_context(|| format!("manager.listen {}", m.listen))?;
     fewer_heap_arenas();
     let burst = BurstConfig {
@@ -148,18 +141,33 @@ pub fn run(
     summary.reports = outputs.metrics.reports;
     summary.joined = outputs.metrics.joined;
     if opts.stats {
-        eprintln!(
-            "manager: {summary:?}\nfleet: {:?}\nmatcher: {:?}\nagents: {:#?}\nconnections: {:?}; write errors {}, ipfix errors {}",
-            fleet.counters(),
-            fleet.matcher_counters(),
-            fleet.agents(),
-            conns.counters,
-            outputs.write_errors,
-            outputs.ipfix_errors,
-        );
+        print_stats(&summary, &fleet, &conns, &outputs);
     }
     let _ = conns.connected();
     Ok(summary)
+}
+
+/// What one connection may cost (`[manager]`'s bounds).
+fn limits(m: &xdprobe_config::ManagerSettings) -> Limits {
+    Limits {
+        hello_timeout: m.hello_timeout,
+        agent_timeout: m.agent_timeout,
+        max_frame: m.max_frame,
+        memory_limit: m.memory_limit,
+        max_pending: m.max_agents.clamp(16, 1024),
+    }
+}
+
+fn print_stats(summary: &Summary, fleet: &Fleet, conns: &Conns, outputs: &Outputs) {
+    eprintln!(
+        "manager: {summary:?}\nfleet: {:?}\nmatcher: {:?}\nagents: {:#?}\nconnections: {:?}; write errors {}, ipfix errors {}",
+        fleet.counters(),
+        fleet.matcher_counters(),
+        fleet.agents(),
+        conns.counters,
+        outputs.write_errors,
+        outputs.ipfix_errors,
+    );
 }
 
 fn fleet_config(m: &xdprobe_config::ManagerSettings) -> FleetConfig {

@@ -125,16 +125,8 @@ impl ManagerMetrics {
         out
     }
 
-    fn encode(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut h = enc.encode_descriptor(
-            "xdprobe_manager_segment_latency",
-            "Time timed bytes spent per segment (T1..T7 between layers, T4 across the network, T8 socket to socket), all flows.",
-            Some(&prometheus_client::registry::Unit::Seconds),
-            MetricType::Histogram,
-        )?;
-        for (seg, hist) in &self.segments {
-            hist.encode(&mut h, &[("segment", seg.as_str())])?;
-        }
+    /// Per agent: connected, and its clock's last estimate.
+    fn encode_agent_gauges(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         type Field = fn(&AgentView) -> Option<f64>;
         let gauges: [(&str, &str, Field); 5] = [
             (
@@ -172,6 +164,20 @@ impl ManagerMetrics {
                 }
             }
         }
+        Ok(())
+    }
+
+    fn encode(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut h = enc.encode_descriptor(
+            "xdprobe_manager_segment_latency",
+            "Time timed bytes spent per segment (T1..T7 between layers, T4 across the network, T8 socket to socket), all flows.",
+            Some(&prometheus_client::registry::Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for (seg, hist) in &self.segments {
+            hist.encode(&mut h, &[("segment", seg.as_str())])?;
+        }
+        self.encode_agent_gauges(enc)?;
         type Count = fn(&AgentView) -> u64;
         let counters: [(&str, &str, Count); 5] = [
             (

@@ -97,6 +97,12 @@ fn manager_down_30s_then_restarts_agents_buffer_count_and_reconnect() {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
+        // The new manager admitted both (an agent's "connected" is its
+        // TCP connection; the TLS handshake and HELLO come after it).
+        m2.wait_log(
+            &["agent connected agent=a", "agent connected agent=b"],
+            Duration::from_secs(15),
+        );
         // Then agent b crashes and comes back (a new instance: measured
         // again).
         b.kill();

@@ -184,4 +184,15 @@ pub struct RawManager {
     pub veth_xdp: Vec<S<String>>,
     pub max_agents: Option<S<i64>>,
     pub unsynced_events: Option<S<i64>>,
+    pub insecure: Option<S<bool>>,
+    pub tls_cert: Option<S<String>>,
+    pub tls_key: Option<S<String>>,
+    pub tls_ca: Option<S<String>>,
+    #[serde(default)]
+    pub tls_pinned: Vec<S<String>>,
+    pub hello_timeout: Option<S<toml::Value>>,
+    pub agent_timeout: Option<S<toml::Value>>,
+    pub max_frame: Option<S<i64>>,
+    pub memory_limit: Option<S<i64>>,
+    pub user: Option<S<String>>,
 }

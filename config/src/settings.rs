@@ -420,6 +420,41 @@ pub struct ManagerSettings {
     pub max_agents: usize,
     /// Events held per agent until its clock is measured. Default 262144.
     pub unsynced_events: usize,
+    /// How agents prove who they are: mutual TLS (required unless
+    /// `insecure = true`, plaintext with no authentication at all).
+    pub security: ManagerSecurity,
+    /// A connection must send its HELLO (after the TLS handshake) within
+    /// this. 100 ms ..= 60 s. Default 5 s.
+    pub hello_timeout: Duration,
+    /// A connection that sends nothing for this long is closed (agents
+    /// send STATS every second). 1 s ..= 1 h. Default 30 s.
+    pub agent_timeout: Duration,
+    /// Largest frame an agent may send, bytes. 4096 ..= 1 MiB. Default
+    /// 524288 (an EVENTS frame is at most 294917).
+    pub max_frame: usize,
+    /// Bytes all connections together may hold in partial frames and
+    /// events waiting for a clock round; beyond, the connection that
+    /// would grow it is closed (counted). 1 MiB ..= 1 TiB. Default 256 MiB.
+    pub memory_limit: usize,
+    /// Switch to this user once listening and attached (the daemon's
+    /// `[probe] user`). Default: stay root, with capabilities dropped.
+    pub user: Option<String>,
+}
+
+/// `[manager] insecure`, `tls_*`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ManagerSecurity {
+    /// Nothing configured (an error for `xdprobe manager`).
+    #[default]
+    Unset,
+    /// `insecure = true`: plaintext, anyone may speak as any agent.
+    Insecure,
+    Tls {
+        cert: std::path::PathBuf,
+        key: std::path::PathBuf,
+        ca: Option<std::path::PathBuf>,
+        pinned: Vec<std::path::PathBuf>,
+    },
 }
 
 impl Default for ManagerSettings {
@@ -439,6 +474,12 @@ impl Default for ManagerSettings {
             veth_xdp: Vec::new(),
             max_agents: 4096,
             unsynced_events: 262_144,
+            security: ManagerSecurity::Unset,
+            hello_timeout: Duration::from_secs(5),
+            agent_timeout: Duration::from_secs(30),
+            max_frame: 524_288,
+            memory_limit: 256 << 20,
+            user: None,
         }
     }
 }

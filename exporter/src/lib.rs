@@ -31,6 +31,7 @@ pub mod host_sender;
 pub mod ie;
 pub mod ie_l7;
 mod link;
+pub mod safe_file;
 pub mod stats;
 pub mod template;
 pub mod template_l7;

@@ -220,12 +220,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     let mut reader =
         Capture::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
     check_memory(&args, &flow, n_workers, &reader)?;
-    let format = match args.format.unwrap_or_else(default_format) {
-        FormatArg::Json => Some(Format::Json),
-        FormatArg::Table => Some(Format::Table),
-        FormatArg::Csv => Some(Format::Csv),
-        FormatArg::None => None,
-    };
+    let format = output_format(args.format.unwrap_or_else(default_format));
     let exporter = start_exporter(&args)?;
     let sender = exporter.as_ref().map(|(e, _)| e.sender());
     let stdout = io::stdout().lock();
@@ -298,18 +293,47 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     if args.stats {
         print_stats(&total, &stats, filter.as_ref(), &reader, elapsed);
     }
-    if let Some((exporter, counters)) = exporter {
-        counters.store(
-            total.drops.total(),
-            total.table.evicted,
-            total.frags.evicted,
-        );
-        let es = exporter.shutdown().context("flushing the exporter")?;
-        if args.stats {
-            eprintln!("export: {es}");
-        }
+    if let Some(ex) = exporter
+        && !finish_export(ex, &total, args.stats)?
+    {
+        return Ok(ExitCode::FAILURE);
     }
     Ok(exit_code(read_result, &args, &total))
+}
+
+fn output_format(f: FormatArg) -> Option<Format> {
+    match f {
+        FormatArg::Json => Some(Format::Json),
+        FormatArg::Table => Some(Format::Table),
+        FormatArg::Csv => Some(Format::Csv),
+        FormatArg::None => None,
+    }
+}
+
+/// Flushes the exporter; false when a file export lost messages, a failed
+/// run whatever the rest did (the file holds the whole ones).
+fn finish_export(
+    (exporter, counters): (Exporter, Arc<ProbeCounters>),
+    total: &WorkerStats,
+    stats: bool,
+) -> anyhow::Result<bool> {
+    counters.store(
+        total.drops.total(),
+        total.table.evicted,
+        total.frags.evicted,
+    );
+    let es = exporter.shutdown().context("flushing the exporter")?;
+    if stats {
+        eprintln!("export: {es}");
+    }
+    if let Some(c) = es.collectors.iter().find(|c| c.failed_messages > 0) {
+        eprintln!(
+            "xdprobe: export to {} failed: {} messages written, {} lost ({} records)",
+            c.url, c.messages, c.failed_messages, c.not_sent
+        );
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// Refuses to start when the flow tables, rings and queues this run sets
@@ -395,8 +419,8 @@ fn print_stats(
     let r = reader.reorder_stats();
     if r != Default::default() {
         eprintln!(
-            "  time order: {} packets put before earlier-written ones, {} late by more than 2 ms (kept in file order), {} let out early (hold ring full)",
-            r.reordered, r.late, r.overflow
+            "  time order: {} packets put before earlier-written ones, {} late by more than 2 ms (kept in file order; {} dropped as strays over 10 s off, {} clock steps kept), {} let out early (hold ring full)",
+            r.reordered, r.late, r.late_dropped, r.steps, r.overflow
         );
     }
 }

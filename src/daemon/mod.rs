@@ -45,7 +45,7 @@ use privs::PrivError;
 use reload::reload;
 use report::{QueueReport, Report, ReportCollector, TsRttSummary};
 
-mod export;
+pub mod export;
 pub mod host;
 pub mod join;
 pub mod privs;
@@ -570,8 +570,9 @@ impl Daemon {
 }
 
 fn open_json(p: &Path) -> Result<std::fs::File, DaemonError> {
-    std::fs::File::create(p).map_err(|source| DaemonError::Json {
+    // Never through a planted symlink (the daemon runs as root).
+    xdprobe_exporter::safe_file::create_new_or_truncate(p).map_err(|e| DaemonError::Json {
         path: p.display().to_string(),
-        source,
+        source: e.into(),
     })
 }

@@ -111,7 +111,7 @@ fn check_table(text: &str) -> Vec<Vec<String>> {
         )
     };
     let mut extents = Vec::new();
-    for j in 0..n {
+    for (j, col) in header.iter().enumerate() {
         let present = || fields.iter().filter_map(|f| f.get(j));
         let width = present().map(|x| x.1 - x.0).max().unwrap_or(0);
         let anchor: BTreeSet<usize> = present()
@@ -121,7 +121,7 @@ fn check_table(text: &str) -> Vec<Vec<String>> {
             anchor.len(),
             1,
             "column {} not aligned: {anchor:?}\n{text}",
-            header[j]
+            col
         );
         let a = *anchor.first().expect("anchor");
         extents.push(if text_col(j) {

@@ -11,7 +11,11 @@
 use std::net::IpAddr;
 
 use crate::text::Text;
-use crate::tls::fingerprint::Ja4;
+
+/// A JA4 fingerprint: `t13d1516h2_8daaf6152771_e5627efa2ab1` (the
+/// fingerprint code in `tls::fingerprint` computes it; the fields own it).
+pub const JA4_LEN: usize = 36;
+pub type Ja4 = [u8; JA4_LEN];
 
 /// Longest name kept: a DNS name, an SNI, a Host header, a certificate
 /// name (a DNS name is at most 253 characters; longer values are cut).

@@ -7,10 +7,7 @@ use md5::{Digest as _, Md5};
 use sha2::Sha256;
 
 use super::hello::{ClientHello, EXT_ALPN, EXT_SERVER_NAME, extensions, is_grease, u16s};
-
-/// A JA4 fingerprint: `t13d1516h2_8daaf6152771_e5627efa2ab1`.
-pub const JA4_LEN: usize = 36;
-pub type Ja4 = [u8; JA4_LEN];
+pub use crate::fields::{JA4_LEN, Ja4};
 
 /// Decimal digits of `v` into `buf`, returning them.
 fn dec(v: u16, buf: &mut [u8; 5]) -> &[u8] {

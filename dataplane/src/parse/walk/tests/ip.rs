@@ -121,14 +121,6 @@ fn ipv4_fragments() {
     assert_eq!(m.fragment, Fragment::None);
 }
 
-/// Generic extension header (`kind` announces it) with `body_units` extra
-/// 8-byte units.
-pub(super) fn ext(next: u8, units: u8) -> Vec<u8> {
-    let mut v = vec![next, units];
-    v.resize(8 * (usize::from(units) + 1), 0);
-    v
-}
-
 #[test]
 fn ipv6_extension_chain() {
     // HBH → routing (24 bytes) → dest opts → AH (16 bytes) → TCP.
@@ -203,13 +195,6 @@ fn ipv6_esp_and_no_next_header_end_the_walk() {
     // Destination options then no-next-header.
     let m = eth_ok(&padded(eth(0x86dd, &ipv6(60, &ext(59, 0)))));
     assert_eq!((m.proto, m.ip_len, m.payload_len), (59, 48, 0));
-}
-
-pub(super) fn frag6(next: u8, offset: u16, more: bool, id: u32) -> Vec<u8> {
-    let mut v = vec![next, 0];
-    v.extend_from_slice(&(offset | u16::from(more)).to_be_bytes());
-    v.extend_from_slice(&id.to_be_bytes());
-    v
 }
 
 #[test]

@@ -1,6 +1,5 @@
 //! Framings below IP: VLAN, MPLS and pseudowires, PPPoE, cooked, loopback, raw.
 
-use super::sweep::assert_cuts;
 use super::*;
 
 #[test]
@@ -61,15 +60,6 @@ fn not_ip_ethertypes() {
         p(LinkType::Ethernet, &f).err(),
         Some(DropReason::BadIpVersion)
     );
-}
-
-pub(super) fn mpls_frame(labels: &[u32], payload: &[u8]) -> Vec<u8> {
-    let mut body = Vec::new();
-    for (i, &l) in labels.iter().enumerate() {
-        body.extend_from_slice(&mpls_entry(l, i + 1 == labels.len()));
-    }
-    body.extend_from_slice(payload);
-    eth(0x8847, &body)
 }
 
 #[test]
@@ -172,14 +162,6 @@ fn mpls_ethernet_pseudowire_with_control_word() {
         p(LinkType::Ethernet, &f).err(),
         Some(DropReason::VlanTooDeep)
     );
-}
-
-pub(super) fn pppoe(proto: u16, payload: &[u8]) -> Vec<u8> {
-    let mut v = vec![0x11, 0x00, 0x00, 0x2a];
-    v.extend_from_slice(&((payload.len() + 2) as u16).to_be_bytes());
-    v.extend_from_slice(&proto.to_be_bytes());
-    v.extend_from_slice(payload);
-    eth(0x8864, &v)
 }
 
 #[test]

@@ -67,3 +67,46 @@ pub(super) fn eth_ok(f: &[u8]) -> PacketMeta<'static> {
 pub(super) const SYN_OPTS: [u8; 20] = [
     2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 7, 0, 0, 0, 0, 1, 3, 3, 9,
 ];
+
+pub(super) fn mpls_frame(labels: &[u32], payload: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (i, &l) in labels.iter().enumerate() {
+        body.extend_from_slice(&mpls_entry(l, i + 1 == labels.len()));
+    }
+    body.extend_from_slice(payload);
+    eth(0x8847, &body)
+}
+
+pub(super) fn pppoe(proto: u16, payload: &[u8]) -> Vec<u8> {
+    let mut v = vec![0x11, 0x00, 0x00, 0x2a];
+    v.extend_from_slice(&((payload.len() + 2) as u16).to_be_bytes());
+    v.extend_from_slice(&proto.to_be_bytes());
+    v.extend_from_slice(payload);
+    eth(0x8864, &v)
+}
+
+/// Generic extension header (`kind` announces it) with `body_units` extra
+/// 8-byte units.
+pub(super) fn ext(next: u8, units: u8) -> Vec<u8> {
+    let mut v = vec![next, units];
+    v.resize(8 * (usize::from(units) + 1), 0);
+    v
+}
+
+pub(super) fn frag6(next: u8, offset: u16, more: bool, id: u32) -> Vec<u8> {
+    let mut v = vec![next, 0];
+    v.extend_from_slice(&(offset | u16::from(more)).to_be_bytes());
+    v.extend_from_slice(&id.to_be_bytes());
+    v
+}
+
+/// Cuts `frame` at every length and checks the reason names the layer the
+/// cut falls in: `layers` are (end offset, reason for cuts before it).
+pub(super) fn assert_cuts(link: LinkType, frame: &[u8], layers: &[(usize, DropReason)]) {
+    for n in 0..frame.len() {
+        let want = layers.iter().find(|(end, _)| n < *end).map(|l| l.1);
+        let got = parse(link, &frame[..n], frame.len() as u32).err();
+        assert_eq!(got, want, "{link:?} cut at {n}");
+    }
+    assert!(parse(link, frame, frame.len() as u32).is_ok());
+}

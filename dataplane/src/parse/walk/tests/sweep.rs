@@ -1,19 +1,6 @@
 //! Cut-at-every-length and mutation sweeps: reasons per layer, no panics.
 
-use super::ip::{ext, frag6};
-use super::link::{mpls_frame, pppoe};
 use super::*;
-
-/// Cuts `frame` at every length and checks the reason names the layer the
-/// cut falls in: `layers` are (end offset, reason for cuts before it).
-pub(super) fn assert_cuts(link: LinkType, frame: &[u8], layers: &[(usize, DropReason)]) {
-    for n in 0..frame.len() {
-        let want = layers.iter().find(|(end, _)| n < *end).map(|l| l.1);
-        let got = parse(link, &frame[..n], frame.len() as u32).err();
-        assert_eq!(got, want, "{link:?} cut at {n}");
-    }
-    assert!(parse(link, frame, frame.len() as u32).is_ok());
-}
 
 #[test]
 fn truncated_at_every_layer() {

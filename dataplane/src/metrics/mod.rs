@@ -17,3 +17,6 @@ pub mod srt;
 pub mod tcp;
 pub mod tls;
 pub mod tsrtt;
+
+#[cfg(test)]
+pub(crate) mod testkit;

@@ -69,28 +69,28 @@ fn tls_rec(t: u8, body: usize) -> Vec<u8> {
 fn metrics_tcp_tls_counts_only_application_data() {
     let mut f = F::handshake(1000, 5000); // t_snt = 10 ms
     let ch = tls_rec(22, 200);
-    f.seg_p(C, ACK | PSH, 1001, 5001, 1000, &ch, 20 * MS);
+    f.seg_p(C, ACK | PSH, 1001, 5001, &ch, 20 * MS);
     let c0 = 1001 + ch.len() as u32;
     // ServerHello..Finished: handshake records, not a response.
     let sh = [tls_rec(22, 1000), tls_rec(20, 1), tls_rec(22, 40)].concat();
-    f.seg_p(S, ACK | PSH, 5001, c0, 1000, &sh, 45 * MS);
+    f.seg_p(S, ACK | PSH, 5001, c0, &sh, 45 * MS);
     let s0 = 5001 + sh.len() as u32;
     let fin = [tls_rec(20, 1), tls_rec(22, 40)].concat();
-    f.seg_p(C, ACK | PSH, c0, s0, 1000, &fin, 50 * MS);
+    f.seg_p(C, ACK | PSH, c0, s0, &fin, 50 * MS);
     let c1 = c0 + fin.len() as u32;
     assert_eq!(f.npm().srt_count, 0);
     assert!(f.npm().tls);
     // Request: one app-data record split over two segments, header split
     // after 2 bytes.
     let req = tls_rec(23, 300);
-    f.seg_p(C, ACK | PSH, c1, s0, 1000, &req[..2], 60 * MS);
-    f.seg_p(C, ACK | PSH, c1 + 2, s0, 1000, &req[2..], 61 * MS);
+    f.seg_p(C, ACK | PSH, c1, s0, &req[..2], 60 * MS);
+    f.seg_p(C, ACK | PSH, c1 + 2, s0, &req[2..], 61 * MS);
     let c2 = c1 + req.len() as u32;
     // Response: header split after 3 bytes; the first segment (with the
     // type byte) is the response.
     let resp = tls_rec(23, 2000);
-    f.seg_p(S, ACK | PSH, s0, c2, 1000, &resp[..3], 90 * MS);
-    f.seg_p(S, ACK | PSH, s0 + 3, c2, 1000, &resp[3..], 91 * MS);
+    f.seg_p(S, ACK | PSH, s0, c2, &resp[..3], 90 * MS);
+    f.seg_p(S, ACK | PSH, s0 + 3, c2, &resp[3..], 91 * MS);
     let n = f.npm();
     assert_eq!((n.srt_us, n.srt_count), (Some(19_000), 1)); // 90 - 61 - 10
 }
@@ -99,11 +99,11 @@ fn metrics_tcp_tls_counts_only_application_data() {
 fn metrics_tcp_tls_alert_is_not_a_request() {
     let mut f = F::handshake(1000, 5000);
     let ch = tls_rec(22, 100);
-    f.seg_p(C, ACK | PSH, 1001, 5001, 1000, &ch, 20 * MS);
+    f.seg_p(C, ACK | PSH, 1001, 5001, &ch, 20 * MS);
     let c0 = 1001 + ch.len() as u32;
     let alert = tls_rec(21, 2);
-    f.seg_p(C, ACK | PSH, c0, 5001, 1000, &alert, 30 * MS);
-    f.seg_p(S, ACK | PSH, 5001, c0 + 7, 1000, &tls_rec(23, 10), 40 * MS);
+    f.seg_p(C, ACK | PSH, c0, 5001, &alert, 30 * MS);
+    f.seg_p(S, ACK | PSH, 5001, c0 + 7, &tls_rec(23, 10), 40 * MS);
     assert_eq!(f.npm().srt_count, 0);
 }
 
@@ -112,16 +112,8 @@ fn metrics_tcp_plain_payload_starting_with_0x16_0x03_only_if_first() {
     // HTTP flow: decided plain on the first client payload; a later
     // payload that happens to start with 22,3 does not switch to TLS.
     let mut f = F::handshake(1000, 5000);
-    f.seg_p(
-        C,
-        ACK | PSH,
-        1001,
-        5001,
-        1000,
-        b"GET / HTTP/1.1\r\n\r\n",
-        20 * MS,
-    );
-    f.seg_p(C, ACK | PSH, 1019, 5001, 1000, &tls_rec(22, 10), 21 * MS);
+    f.seg_p(C, ACK | PSH, 1001, 5001, b"GET / HTTP/1.1\r\n\r\n", 20 * MS);
+    f.seg_p(C, ACK | PSH, 1019, 5001, &tls_rec(22, 10), 21 * MS);
     f.seg(S, ACK | PSH, 5001, 1034, 100, 41 * MS);
     let n = f.npm();
     assert!(!n.tls);

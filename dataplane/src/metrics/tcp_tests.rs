@@ -3,10 +3,9 @@
 //! `tcp_srt_tests.rs`, receive-window events in `tcp_window_tests.rs`).
 
 use super::TcpTracker;
-use crate::flow::record::{Dir, DirStats, EndReason, FlowRecord, Npm};
-use crate::parse::{TcpFlags, TcpMeta};
-use crate::time::Timestamp;
-use std::net::{IpAddr, Ipv4Addr};
+use crate::flow::record::{Dir, DirStats, FlowRecord, Npm};
+use crate::metrics::testkit::{Seg, tcp_record};
+use crate::parse::TcpFlags;
 
 const SYN: TcpFlags = TcpFlags::SYN;
 const ACK: TcpFlags = TcpFlags::ACK;
@@ -44,63 +43,26 @@ impl F {
         len: u32,
         ts: u64,
     ) {
-        let payload = vec![0u8; len as usize];
-        self.seg_p(dir, flags, seq, ack, win, &payload, ts);
+        Seg::new(dir, flags)
+            .seq(seq)
+            .ack(ack)
+            .win(win)
+            .len(len)
+            .at(ts)
+            .feed(&mut self.t, None);
     }
 
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "a segment is spelled out field by field, as on the wire"
-    )]
-    fn seg_p(
-        &mut self,
-        dir: Dir,
-        flags: TcpFlags,
-        seq: u32,
-        ack: u32,
-        win: u16,
-        p: &[u8],
-        ts: u64,
-    ) {
-        let meta = TcpMeta {
-            seq,
-            ack,
-            flags,
-            window: win,
-            options: Default::default(),
-        };
-        self.t.on_segment(
-            dir,
-            &meta,
-            p.len() as u32,
-            p,
-            Timestamp::from_nanos(ts),
-            None,
-        );
+    fn seg_p(&mut self, dir: Dir, flags: TcpFlags, seq: u32, ack: u32, p: &[u8], ts: u64) {
+        Seg::new(dir, flags)
+            .seq(seq)
+            .ack(ack)
+            .payload(p)
+            .at(ts)
+            .feed(&mut self.t, None);
     }
 
     fn rec(&self) -> FlowRecord {
-        let a = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
-        let mut r = FlowRecord {
-            client_addr: a,
-            client_port: 40000,
-            server_addr: a,
-            server_port: 80,
-            proto: 6,
-            vlan: None,
-            direction_guessed: false,
-            start: Timestamp::ZERO,
-            end: Timestamp::ZERO,
-            end_reason: EndReason::Idle,
-            tos: 0,
-            c2s: DirStats::default(),
-            s2c: DirStats::default(),
-            npm: Npm::default(),
-            seq_in_flow: 0,
-            process: None,
-            app: None,
-            l7: None,
-        };
+        let mut r = tcp_record();
         self.t.fill(&mut r, None);
         r
     }

@@ -4,23 +4,16 @@
 //! on real captures by `tests/npm_oracle.rs`).
 
 use super::*;
-use crate::parse::TcpOptions;
 
 impl F {
     /// A SYN or SYN+ACK carrying the window-scale option `ws` (or none).
     fn syn_ws(&mut self, dir: Dir, flags: TcpFlags, seq: u32, ack: u32, win: u16, ws: Option<u8>) {
-        let meta = TcpMeta {
-            seq,
-            ack,
-            flags,
-            window: win,
-            options: TcpOptions {
-                window_scale: ws,
-                ..TcpOptions::default()
-            },
-        };
-        self.t
-            .on_segment(dir, &meta, 0, &[], Timestamp::from_nanos(0), None);
+        Seg::new(dir, flags)
+            .seq(seq)
+            .ack(ack)
+            .win(win)
+            .wscale(ws)
+            .feed(&mut self.t, None);
     }
 
     /// Handshake with the given window-scale options; the SYN+ACK

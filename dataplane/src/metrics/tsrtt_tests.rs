@@ -4,11 +4,11 @@
 //! of endpoints checked against a brute-force reference.
 
 use super::*;
-use crate::flow::record::{DirStats, EndReason, FlowRecord, Npm};
+use crate::flow::record::FlowRecord;
 use crate::metrics::tcp::{TcpTracker, TsCtx};
-use crate::parse::{TcpFlags, TcpMeta, TcpOptions};
+use crate::metrics::testkit::{Seg, tcp_record};
+use crate::parse::TcpFlags;
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
 
 const SYN: TcpFlags = TcpFlags::SYN;
 const ACK: TcpFlags = TcpFlags::ACK;
@@ -35,24 +35,15 @@ impl F {
 
     fn seg(&mut self, dir: Dir, flags: TcpFlags, opt: Option<(u32, u32)>, len: u32, at: u64) {
         let i = dir.index();
-        let meta = TcpMeta {
-            seq: self.seq[i],
-            ack: self.seq[1 - i],
-            flags,
-            window: 1000,
-            options: TcpOptions {
-                timestamp: opt,
-                ..TcpOptions::default()
-            },
-        };
+        let seg = Seg::new(dir, flags)
+            .seq(self.seq[i])
+            .ack(self.seq[1 - i])
+            .tsopt(opt)
+            .len(len)
+            .at(at);
         self.seq[i] = self.seq[i].wrapping_add(len + u32::from(flags.contains(SYN)));
-        let payload = vec![0u8; len as usize];
-        self.t.on_segment(
-            dir,
-            &meta,
-            len,
-            &payload,
-            Timestamp::from_nanos(at),
+        seg.feed(
+            &mut self.t,
             Some(TsCtx {
                 flow: &mut self.ts,
                 worker: &mut self.w,
@@ -61,27 +52,7 @@ impl F {
     }
 
     fn rec(&self) -> FlowRecord {
-        let a = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
-        let mut r = FlowRecord {
-            client_addr: a,
-            client_port: 40000,
-            server_addr: a,
-            server_port: 80,
-            proto: 6,
-            vlan: None,
-            direction_guessed: false,
-            start: Timestamp::ZERO,
-            end: Timestamp::ZERO,
-            end_reason: EndReason::Idle,
-            tos: 0,
-            c2s: DirStats::default(),
-            s2c: DirStats::default(),
-            npm: Npm::default(),
-            seq_in_flow: 0,
-            process: None,
-            app: None,
-            l7: None,
-        };
+        let mut r = tcp_record();
         self.t.fill(&mut r, Some(&self.ts));
         r
     }

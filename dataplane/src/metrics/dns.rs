@@ -95,8 +95,7 @@ impl DnsTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::record::{DirStats, EndReason, Npm};
-    use std::net::{IpAddr, Ipv4Addr};
+    use crate::flow::record::{EndReason, Npm};
 
     fn msg(id: u16, response: bool) -> [u8; 12] {
         let mut m = [0u8; 12];
@@ -106,26 +105,11 @@ mod tests {
     }
 
     fn rec() -> FlowRecord {
-        let a = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
         FlowRecord {
-            client_addr: a,
             client_port: 5353,
-            server_addr: a,
             server_port: 53,
-            proto: 17,
-            vlan: None,
-            direction_guessed: false,
-            start: Timestamp::ZERO,
-            end: Timestamp::ZERO,
             end_reason: EndReason::Idle,
-            tos: 0,
-            c2s: DirStats::default(),
-            s2c: DirStats::default(),
-            npm: Npm::default(),
-            seq_in_flow: 0,
-            process: None,
-            app: None,
-            l7: None,
+            ..FlowRecord::blank(17)
         }
     }
 

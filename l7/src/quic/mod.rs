@@ -80,6 +80,9 @@ impl<'a> LongHeader<'a> {
         if slen > 20 {
             return None;
         }
+        // The Source Connection ID must be there too, also in a Retry
+        // (whose token runs to the end): a header cut inside it is none.
+        p.get(7 + dlen..7 + dlen + slen)?;
         let mut at = 7 + dlen + slen;
         if kind == 3 {
             return Some(LongHeader {

@@ -141,9 +141,19 @@ fn quic_header_parse_bounds() {
     for n in 0..p.len() {
         // A cut packet never parses past its end.
         if let Some(h) = LongHeader::parse(&p[..n]) {
-            assert!(h.end <= n);
+            assert!(h.end <= n && h.pn_at <= h.end);
         }
     }
+    // A Retry (type 3) cut inside its Source Connection ID is no header
+    // (the long fuzz run's finding: its token start lay past the end).
+    let retry = [
+        0xFF, 0xFF, 0xFF, 0x00, 0x76, 0x00, 0x0C, 0x60, 0x00, 0x39, 0x27, 0x34,
+    ];
+    assert!(LongHeader::parse(&retry).is_none());
+    let mut whole = retry.to_vec();
+    whole.extend_from_slice(&[0; 7]);
+    let h = LongHeader::parse(&whole).expect("with all 12 SCID bytes it is a Retry");
+    assert_eq!((h.kind, h.pn_at, h.end), (3, 19, 19));
     assert!(!looks_like_long_header(&[
         0xC0, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0
     ]));

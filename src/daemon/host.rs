@@ -38,9 +38,8 @@ use xdprobe_host::fleet::metrics::Histogram;
 use xdprobe_host::fleet::record::host_record;
 use xdprobe_host::hooks::Layer;
 use xdprobe_host::kernel::Kernel;
-use xdprobe_host::stack::agent::{
-    DRAIN_BATCH, GC_AGE, GC_EVERY, Horizon, Schedule, WallClock, monotonic_ns,
-};
+use xdprobe_host::clock::{WallClock, monotonic_ns};
+use xdprobe_host::stack::agent::{DRAIN_BATCH, GC_AGE, GC_EVERY, Horizon, Schedule};
 use xdprobe_host::stack::matcher::{FlowReport, MatchCounters, Matcher, RawSample, segment_name};
 use xdprobe_host::stack::output::{self, Comms};
 use xdprobe_host::stack::probe::StackProbe;

@@ -21,7 +21,7 @@ use xdprobe_common::host::StackEvent;
 use xdprobe_config::ManagerConfig;
 use xdprobe_host::fleet::manager::{Fleet, FleetConfig};
 use xdprobe_host::fleet::metrics::ManagerMetrics;
-use xdprobe_host::stack::agent::monotonic_ns;
+use xdprobe_host::clock::monotonic_ns;
 use xdprobe_host::stack::matcher::MatcherConfig;
 use xdprobe_host::sync::prober::BurstConfig;
 use xdprobe_host::sync::responder::Responder;

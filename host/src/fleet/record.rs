@@ -5,7 +5,7 @@
 use xdprobe_exporter::encode::host::{HostRecord, SegmentStats};
 
 use crate::fleet::manager::{CrossReport, Place};
-use crate::stack::agent::WallClock;
+use crate::clock::WallClock;
 use crate::stack::matcher::{EndReason, FlowReport};
 use crate::stack::stats::Summary;
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use xdprobe_common::host::{StackCounters, StackEvent};
 
+use crate::clock::monotonic_ns;
 use crate::stack::matcher::{FlowReport, MatchCounters, Matcher, RawSample};
 use crate::stack::probe::StackProbe;
 use crate::stack::stats::Summary;
@@ -21,44 +22,6 @@ pub use crate::stack::windows::{Schedule, WindowTotals, Windows};
 /// to hold up.
 pub const GC_EVERY: Duration = Duration::from_secs(30);
 pub const GC_AGE: Duration = Duration::from_secs(60);
-
-/// `CLOCK_MONOTONIC` now, in ns: the clock `bpf_ktime_get_ns` reads.
-pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Converts monotonic event times to Unix time: the offset between
-/// `CLOCK_REALTIME` and `CLOCK_MONOTONIC`, taken once at start (it only
-/// changes when the wall clock is stepped).
-#[derive(Clone, Copy, Debug)]
-pub struct WallClock {
-    offset_ns: i128,
-}
-
-impl WallClock {
-    pub fn now() -> WallClock {
-        let mono = clock_ns(libc::CLOCK_MONOTONIC);
-        let real = clock_ns(libc::CLOCK_REALTIME);
-        WallClock {
-            offset_ns: i128::from(real) - i128::from(mono),
-        }
-    }
-
-    /// Unix microseconds of a monotonic ns time.
-    pub fn unix_us(&self, mono_ns: u64) -> u64 {
-        ((i128::from(mono_ns) + self.offset_ns).max(0) / 1000) as u64
-    }
-}
 
 /// Events handed to the matcher between two looks at the clock (the
 /// window schedule, reports): a ring that fills as fast as it is read

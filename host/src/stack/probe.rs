@@ -289,7 +289,7 @@ impl StackProbe {
                 // Before the entry opens: every call stamped after this
                 // is the window's; one stamped before it (its return
                 // fell between windows, unseen) is never paired.
-                opened = crate::stack::agent::monotonic_ns();
+                opened = crate::clock::monotonic_ns();
                 self.set_epoch(opened);
             }
             self.set_gate(gate);

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::stack::agent::monotonic_ns;
+use crate::clock::monotonic_ns;
 use crate::stack::matcher::Matcher;
 use crate::stack::probe::StackProbe;
 

@@ -12,7 +12,7 @@ use crate::clock::monotonic_ns;
 use crate::stack::matcher::{FlowReport, MatchCounters, Matcher, RawSample};
 use crate::stack::probe::StackProbe;
 use crate::stack::stats::Summary;
-pub use crate::stack::windows::{Schedule, WindowTotals, Windows};
+pub use crate::stack::window::{Schedule, WindowTotals, Windows};
 
 /// How often, and past what age, the kernel's per-thread and per-socket
 /// entries are collected (a send call that blocks longer loses its

@@ -10,4 +10,4 @@ pub mod plot;
 pub mod probe;
 pub mod quantiles;
 pub mod stats;
-pub mod windows;
+pub mod window;

@@ -49,7 +49,7 @@ pub struct WindowTotals {
 }
 
 /// The window schedule and its bookkeeping: stepped by whatever loop
-/// drains the probe (`run_with` here, the daemon's host thread).
+/// drains the probe (the agent's `Agent::step`).
 ///
 /// The window's place in each period is random (uniform over the
 /// period), drawn afresh every period: traffic that repeats with the

@@ -66,13 +66,6 @@ pub trait Tap {
     fn tick(&mut self, _kernel: &StackCounters) {}
 }
 
-/// No tap: the matcher alone sees the events.
-pub struct NoTap;
-
-impl Tap for NoTap {
-    fn event(&mut self, _: &StackEvent) {}
-}
-
 /// How often the matcher is advanced (reports and samples handed out,
 /// the kernel's counters read): not on every batch.
 pub const ADVANCE_EVERY: Duration = Duration::from_millis(50);

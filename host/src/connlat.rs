@@ -20,7 +20,7 @@ use xdprobe_common::host::{
 use crate::hooks::CLOSE_EVENT;
 use crate::kernel::{Kernel, offsets, progstats};
 use crate::object;
-use crate::stack::probe::ProbeError;
+use crate::stack::error::ProbeError;
 
 /// How an attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

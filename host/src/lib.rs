@@ -4,6 +4,7 @@
 //! across hosts, clock alignment (`sync`) and the agents' stream to a
 //! manager (`fleet`).
 
+pub mod clock;
 pub mod connlat;
 pub mod fleet;
 pub mod hooks;

@@ -1,7 +1,7 @@
 //! The tracing objects, compiled for `bpfel-unknown-none` by `build.rs`.
 //! Empty when the binary was built with `AYA_BUILD_SKIP=1`.
 
-/// Stack-layer latency programs (`host-prog/src/bin/stacklat.rs`).
+/// Stack-layer latency programs (`host-prog/src/bin/stacklat/`).
 pub static STACKLAT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stacklat"));
 /// The same programs with empty bodies, for the overhead benchmark's floor
 /// (`host-prog/src/bin/stackfloor.rs`).

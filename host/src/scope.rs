@@ -12,7 +12,7 @@ use xdprobe_config::HostSettings;
 
 use crate::hooks::{Hook, Layer};
 use crate::stack::matcher::MatcherConfig;
-use crate::stack::probe::StackOptions;
+use crate::stack::options::{StackOptions, Windows};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScopeError {
@@ -144,7 +144,7 @@ pub fn stack_options(h: &HostSettings) -> Result<StackOptions, ScopeError> {
             .map(|p| cgroup_id(Path::new(p)))
             .collect::<Result<_, _>>()?,
         ring_bytes: h.ring_bytes,
-        windows: (!h.sample_window.is_zero()).then_some(crate::stack::agent::Windows {
+        windows: (!h.sample_window.is_zero()).then_some(Windows {
             window: h.sample_window,
             every: h.sample_window_every,
         }),

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::parse_duration;
+use xdprobe_host::clock::{WallClock, monotonic_ns};
 use xdprobe_host::connlat::{ConnOptions, ConnProbe, Connection, Outcome};
 use xdprobe_host::kernel::Kernel;
-use xdprobe_host::stack::agent::{WallClock, monotonic_ns};
 
 const EXIT_SETUP: u8 = 2;
 

@@ -13,12 +13,14 @@ use anyhow::Context;
 
 use super::parse_duration;
 use xdprobe_config::HostSettings;
+use xdprobe_host::clock::WallClock;
 use xdprobe_host::hooks::{Hook, Layer};
 use xdprobe_host::kernel::Kernel;
-use xdprobe_host::stack::agent::{self, Output, WallClock};
-use xdprobe_host::stack::matcher::Matcher;
+use xdprobe_host::stack::agent::{self, Output};
+use xdprobe_host::stack::matcher::{FlowReport, Matcher};
+use xdprobe_host::stack::options::{StackOptions, Windows};
 use xdprobe_host::stack::output::{self, Comms};
-use xdprobe_host::stack::probe::{StackOptions, StackProbe};
+use xdprobe_host::stack::probe::StackProbe;
 
 /// Exit status for "this kernel or config cannot do that" (as check-config).
 const EXIT_SETUP: u8 = 2;
@@ -150,7 +152,7 @@ fn options(a: &HostArgs) -> anyhow::Result<(StackOptions, HostSettings)> {
             a.agent.manager.is_none(),
             "--sample-window does not combine with --manager yet: the manager's matching does not know the agents' windows"
         );
-        o.windows = Some(agent::Windows { window, every });
+        o.windows = Some(Windows { window, every });
     }
     o.ports.extend(&a.ports);
     for n in &a.netns {
@@ -186,136 +188,65 @@ pub(crate) fn warn_other_agents(prefix: &str, what: &str) {
     }
 }
 
+/// "This kernel or config cannot do that": said, and exit 2.
+fn setup_error(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("xdprobe host: {e}");
+    ExitCode::from(EXIT_SETUP)
+}
+
 pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
     let (opts, host) = match options(&a) {
         Ok(o) => o,
-        Err(e) => {
-            eprintln!("xdprobe host: {e:#}");
-            return Ok(ExitCode::from(EXIT_SETUP));
-        }
+        Err(e) => return Ok(setup_error(format!("{e:#}"))),
     };
-    let kernel = match Kernel::open() {
-        Ok(k) => k,
-        Err(e) => {
-            eprintln!("xdprobe host: {e}");
-            return Ok(ExitCode::from(EXIT_SETUP));
-        }
-    };
-    warn_other_agents("stack_", "stack-latency agent");
-    let mut probe = match StackProbe::start(&kernel, &opts) {
+    let probe = match attach(&opts)? {
         Ok(p) => p,
-        Err(e) if e.is_setup_error() => {
-            eprintln!("xdprobe host: {e}");
-            return Ok(ExitCode::from(EXIT_SETUP));
-        }
-        Err(e) => return Err(anyhow::Error::new(e).context("starting the host probes")),
+        Err(code) => return Ok(code),
     };
-    for l in &probe.attached {
-        let hooks: Vec<String> = l.hooks.iter().map(ToString::to_string).collect();
-        tracing::info!(layer = l.layer.key(), hooks = %hooks.join(", "), "attached");
-    }
     let attached: Vec<Layer> = probe.attached.iter().map(|l| l.layer).collect();
-    for l in Layer::ALL.iter().filter(|l| !attached.contains(l)) {
-        if opts.layers.is_empty() || opts.layers.contains(l) {
-            tracing::warn!(
-                layer = l.key(),
-                "no hook on this kernel: the segments on either side are reported merged"
-            );
-        }
-    }
     let hold = a.hold.unwrap_or(host.hold);
-    let mut mc = xdprobe_host::scope::matcher_config(&host, &opts, attached.clone());
-    if let Some(h) = a.hold {
-        mc.hold_ns = h.as_nanos() as u64;
-    }
-    mc.raw_samples = a.samples.is_some();
-    // A one-off run reports flows when they end unless asked otherwise.
-    mc.report_ns = a.interval.map_or(0, |d| d.as_nanos() as u64);
-    if let Some(d) = a.sample_interval {
-        mc.min_interval_ns = d.as_nanos() as u64;
-    }
-    let mut matcher = Matcher::new(mc);
-    let mut samples = match &a.samples {
+    let matcher = matcher(&a, &host, &opts, attached.clone());
+    let samples = match &a.samples {
         None => None,
         Some(p) => Some(std::io::BufWriter::new(
             xdprobe_exporter::safe_file::create_new_or_truncate(p)?,
         )),
     };
-
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
-    let mut json: Option<Box<dyn Write>> = match a.json.as_deref() {
+    let json: Option<Box<dyn Write>> = match a.json.as_deref() {
         None => None,
         Some("-") => Some(Box::new(std::io::stdout().lock())),
         Some(p) => Some(Box::new(std::io::BufWriter::new(
             xdprobe_exporter::safe_file::create_new_or_truncate(std::path::Path::new(p))?,
         ))),
     };
-    let clock = WallClock::now();
-    let mut comms = Comms::default();
-    let tap_comms = comms.clone();
-    let mut reports = Vec::new();
-    let mut write_err = None;
-    let mut on_output = |o: Output| match o {
-        Output::Report(r) => {
-            // Flushed per report (a flow's end, not per packet): a
-            // report is readable (`tail -f`) when it is made.
-            if let Some(w) = json.as_mut()
-                && let Err(e) =
-                    output::write_json(w, &r, &clock, &mut comms).and_then(|()| w.flush())
-            {
-                write_err.get_or_insert(e);
-            }
-            reports.push(*r);
-        }
-        Output::Samples(raw) => {
-            if let Some(w) = samples.as_mut() {
-                for s in &raw {
-                    let r = serde_json::to_writer(&mut *w, s)
-                        .map_err(std::io::Error::from)
-                        .and_then(|()| w.write_all(b"\n"));
-                    if let Err(e) = r {
-                        write_err.get_or_insert(e);
-                    }
-                }
-            }
-        }
+    let mut w = Writers {
+        json,
+        samples,
+        clock: WallClock::now(),
+        comms: Comms::default(),
+        reports: Vec::new(),
+        write_err: None,
     };
     let mut side = match super::agent::AgentSide::start(&a.agent, opts.sample_bytes, &attached) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("xdprobe host: {e:#}");
-            return Ok(ExitCode::from(EXIT_SETUP));
-        }
+        Err(e) => return Ok(setup_error(format!("{e:#}"))),
     };
     let mut tap = output::CommTap {
-        comms: tap_comms,
+        comms: w.comms.clone(),
         inner: side.as_mut().map(|s| s as &mut dyn agent::Tap),
     };
-    let stats = agent::run_with(
-        &mut probe,
-        &mut matcher,
-        a.duration,
-        &stop,
-        &mut on_output,
-        &mut tap,
-    );
+    // Dropping the agent at the end of its run detaches the programs.
+    let stats =
+        agent::Agent::new(probe, matcher).run(a.duration, &stop, &mut |o| w.take(o), &mut tap);
     drop(tap);
-    drop(probe); // detach before printing
     if let Some(s) = side {
         s.finish(a.stats);
     }
-    if let Some(mut w) = json {
-        w.flush().context("writing the JSON reports")?;
-    }
-    if let Some(mut w) = samples {
-        w.flush().context("writing the samples")?;
-    }
-    if let Some(e) = write_err {
-        return Err(anyhow::Error::new(e).context("writing the JSON reports"));
-    }
+    let reports = w.finish()?;
     if let Some(p) = &a.plot {
         xdprobe_host::stack::plot::stacked_bars(p, &reports)
             .with_context(|| format!("drawing {}", p.display()))?;
@@ -333,11 +264,118 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Opens the kernel and attaches the probe, saying which hooks each layer
+/// took and which layers this kernel has no hook for; `Err(code)`: a
+/// setup error, already said.
+fn attach(opts: &StackOptions) -> anyhow::Result<Result<StackProbe, ExitCode>> {
+    let kernel = match Kernel::open() {
+        Ok(k) => k,
+        Err(e) => return Ok(Err(setup_error(e))),
+    };
+    warn_other_agents("stack_", "stack-latency agent");
+    let probe = match StackProbe::start(&kernel, opts) {
+        Ok(p) => p,
+        Err(e) if e.is_setup_error() => return Ok(Err(setup_error(e))),
+        Err(e) => return Err(anyhow::Error::new(e).context("starting the host probes")),
+    };
+    for l in &probe.attached {
+        let hooks: Vec<String> = l.hooks.iter().map(ToString::to_string).collect();
+        tracing::info!(layer = l.layer.key(), hooks = %hooks.join(", "), "attached");
+    }
+    let attached: Vec<Layer> = probe.attached.iter().map(|l| l.layer).collect();
+    for l in Layer::ALL.iter().filter(|l| !attached.contains(l)) {
+        if opts.layers.is_empty() || opts.layers.contains(l) {
+            tracing::warn!(
+                layer = l.key(),
+                "no hook on this kernel: the segments on either side are reported merged"
+            );
+        }
+    }
+    Ok(Ok(probe))
+}
+
+/// The matcher's settings: `[host]`, then the flags.
+fn matcher(
+    a: &HostArgs,
+    host: &HostSettings,
+    opts: &StackOptions,
+    attached: Vec<Layer>,
+) -> Matcher {
+    let mut mc = xdprobe_host::scope::matcher_config(host, opts, attached);
+    if let Some(h) = a.hold {
+        mc.hold_ns = h.as_nanos() as u64;
+    }
+    mc.raw_samples = a.samples.is_some();
+    // A one-off run reports flows when they end unless asked otherwise.
+    mc.report_ns = a.interval.map_or(0, |d| d.as_nanos() as u64);
+    if let Some(d) = a.sample_interval {
+        mc.min_interval_ns = d.as_nanos() as u64;
+    }
+    Matcher::new(mc)
+}
+
+/// Where the agent's output goes: JSON reports, raw samples, and the
+/// reports kept for the table and the plot. The first write error is
+/// kept and returned at the end.
+struct Writers {
+    json: Option<Box<dyn Write>>,
+    samples: Option<std::io::BufWriter<std::fs::File>>,
+    clock: WallClock,
+    comms: Comms,
+    reports: Vec<FlowReport>,
+    write_err: Option<std::io::Error>,
+}
+
+impl Writers {
+    fn take(&mut self, o: Output) {
+        match o {
+            Output::Report(r) => {
+                // Flushed per report (a flow's end, not per packet): a
+                // report is readable (`tail -f`) when it is made.
+                if let Some(w) = self.json.as_mut()
+                    && let Err(e) = output::write_json(w, &r, &self.clock, &mut self.comms)
+                        .and_then(|()| w.flush())
+                {
+                    self.write_err.get_or_insert(e);
+                }
+                self.reports.push(*r);
+            }
+            Output::Samples(raw) => {
+                let Some(w) = self.samples.as_mut() else {
+                    return;
+                };
+                for s in &raw {
+                    let r = serde_json::to_writer(&mut *w, s)
+                        .map_err(std::io::Error::from)
+                        .and_then(|()| w.write_all(b"\n"));
+                    if let Err(e) = r {
+                        self.write_err.get_or_insert(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Flushes the files; the reports.
+    fn finish(self) -> anyhow::Result<Vec<FlowReport>> {
+        if let Some(mut w) = self.json {
+            w.flush().context("writing the JSON reports")?;
+        }
+        if let Some(mut w) = self.samples {
+            w.flush().context("writing the samples")?;
+        }
+        if let Some(e) = self.write_err {
+            return Err(anyhow::Error::new(e).context("writing the JSON reports"));
+        }
+        Ok(self.reports)
+    }
+}
+
 /// `--stats`: bytes held out by the hold, and the sampling windows as
 /// measured (the share attached is longer than nominal by the attaching
 /// and the drains), with T8 of the bytes that entered in a window's first
 /// 5 ms against the rest (whether attaching disturbs what it times).
-fn print_windows(stats: &agent::RunStats, hold: Duration, windows: Option<agent::Windows>) {
+fn print_windows(stats: &agent::RunStats, hold: Duration, windows: Option<Windows>) {
     eprintln!(
         "held out (slower than the hold, {} ms): {} timed bytes",
         hold.as_millis(),

@@ -15,10 +15,10 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use xdprobe_exporter::encode::host::HostRecord;
 use xdprobe_exporter::host_sender::HostSender;
+use xdprobe_host::clock::WallClock;
 use xdprobe_host::fleet::join::{Host, Joiner, Wire};
 use xdprobe_host::fleet::manager::{CrossReport, FleetOut, Place};
 use xdprobe_host::fleet::metrics::ManagerMetrics;
-use xdprobe_host::stack::agent::WallClock;
 use xdprobe_host::stack::matcher::FlowReport;
 use xdprobe_host::stack::output::{self, Comms};
 

@@ -38,6 +38,24 @@ fn hook_shape_ok(h: &str) -> bool {
 impl Validator<'_> {
     pub(super) fn host(&mut self, raw: RawHost) -> HostSettings {
         let d = HostSettings::default();
+        let mut s = HostSettings {
+            stack: raw.stack.as_ref().is_some_and(|b| *b.get_ref()),
+            connlat: raw.connlat.as_ref().is_some_and(|b| *b.get_ref()),
+            ..d.clone()
+        };
+        self.host_sampling(&raw, &mut s);
+        s.layers = self.host_layers(&raw);
+        self.host_limits(&raw, &mut s);
+        s.collectors = self.host_collectors(&raw);
+        s.hooks = self.host_hooks(raw.hooks.unwrap_or_default());
+        let f = raw.filter.unwrap_or_default();
+        (s.ports, s.netns, s.pids, s.cgroups) = self.host_filter(f);
+        s
+    }
+
+    /// The sampling grid, interval and windows, and the hold.
+    fn host_sampling(&mut self, raw: &RawHost, s: &mut HostSettings) {
+        let d = HostSettings::default();
         let sample_bytes = self.int(
             "host.sample_bytes",
             raw.sample_bytes.as_ref(),
@@ -100,6 +118,13 @@ impl Validator<'_> {
                 )),
             );
         }
+        s.sample_bytes = u32::try_from(sample_bytes).unwrap_or(d.sample_bytes);
+        (s.sample_interval, s.sample_window) = (sample_interval, sample_window);
+        (s.sample_window_every, s.hold) = (sample_window_every, hold);
+    }
+
+    /// The layers to observe (known names, each once).
+    fn host_layers(&mut self, raw: &RawHost) -> Vec<String> {
         let mut layers = Vec::new();
         if let Some(list) = &raw.layers {
             for (i, l) in list.get_ref().iter().enumerate() {
@@ -119,6 +144,12 @@ impl Validator<'_> {
                 }
             }
         }
+        layers
+    }
+
+    /// Reporting, the matcher's bounds, the ring buffer, connect latency.
+    fn host_limits(&mut self, raw: &RawHost, s: &mut HostSettings) {
+        let d = HostSettings::default();
         let report_interval = self.duration(
             "host.report_interval",
             raw.report_interval.as_ref(),
@@ -171,6 +202,14 @@ impl Validator<'_> {
                 max: Duration::from_secs(3600),
             },
         );
+        (s.report_interval, s.idle_timeout) = (report_interval, idle_timeout);
+        s.max_flows = usize::try_from(max_flows).unwrap_or(d.max_flows);
+        s.ring_bytes = u32::try_from(ring_bytes).unwrap_or(d.ring_bytes);
+        s.connlat_min = connlat_min;
+    }
+
+    /// `udp://` and `file://` collectors for the host-stack records.
+    fn host_collectors(&mut self, raw: &RawHost) -> Vec<String> {
         let mut collectors = Vec::new();
         for (i, c) in raw.collectors.iter().flatten().enumerate() {
             let url = c.get_ref().trim();
@@ -194,30 +233,7 @@ impl Validator<'_> {
                 ),
             }
         }
-        let hooks = self.host_hooks(raw.hooks.unwrap_or_default());
-        let f = raw.filter.unwrap_or_default();
-        let (ports, netns, pids, cgroups) = self.host_filter(f);
-        HostSettings {
-            stack: raw.stack.is_some_and(S::into_inner),
-            sample_bytes: u32::try_from(sample_bytes).unwrap_or(d.sample_bytes),
-            sample_interval,
-            sample_window,
-            sample_window_every,
-            hold,
-            layers,
-            report_interval,
-            idle_timeout,
-            max_flows: usize::try_from(max_flows).unwrap_or(d.max_flows),
-            ring_bytes: u32::try_from(ring_bytes).unwrap_or(d.ring_bytes),
-            hooks,
-            ports,
-            netns,
-            pids,
-            cgroups,
-            connlat: raw.connlat.is_some_and(S::into_inner),
-            connlat_min,
-            collectors,
-        }
+        collectors
     }
 
     fn host_hooks(&mut self, raw: RawHostHooks) -> Vec<(String, Vec<String>)> {

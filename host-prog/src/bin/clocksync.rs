@@ -144,10 +144,39 @@ fn put<const N: usize>(p: usize, off: usize, v: [u8; N]) {
     unsafe { core::ptr::write_unaligned((p + off) as *mut [u8; N], v) }
 }
 
+/// Where an answerable probe's headers are in the frame.
+#[derive(Clone, Copy)]
+struct Probe {
+    eth: usize,
+    /// Offset of the IP header (past the VLAN tags).
+    l3: usize,
+    /// Address of the UDP header.
+    udp: usize,
+    ethertype: u16,
+    /// The settings' flags, read once.
+    flags: u32,
+}
+
 /// Stamps and turns the probe around; `None` (pass it on) for anything
 /// that is not an answerable probe.
 #[inline(always)]
 fn answer(ctx: &XdpContext, t2: u64) -> Option<()> {
+    let p = locate(ctx)?;
+    swap_ends(ctx, &p)?;
+    let pl = p.udp + UDP_HLEN;
+    let old_flags = u16::from_be_bytes(get::<2>(pl, PROBE_FLAGS));
+    put(pl, PROBE_FLAGS, (old_flags | PROBE_FLAG_ANSWERED).to_be_bytes());
+    put(pl, PROBE_T2, t2.to_be_bytes());
+    // Last: the transmit stamp.
+    put(pl, PROBE_T3, stamp().to_be_bytes());
+    checksum(ctx, &p)
+}
+
+/// Walks to the UDP header (at most two VLAN tags, IPv4 without
+/// fragments, IPv6 without extension headers) and checks that it holds
+/// an unanswered probe of ours; a malformed one is counted.
+#[inline(always)]
+fn locate(ctx: &XdpContext) -> Option<Probe> {
     let eth = at::<ETH_HLEN>(ctx, 0)? as usize;
     let mut ethertype = u16::from_be_bytes(get::<2>(eth, 12));
     let mut l3 = ETH_HLEN;
@@ -196,52 +225,60 @@ fn answer(ctx: &XdpContext, t2: u64) -> Option<()> {
         count(Count::Malformed);
         return None;
     }
+    Some(Probe {
+        eth,
+        l3,
+        udp,
+        ethertype,
+        flags,
+    })
+}
 
-    // Addresses: checked for the allowed source, then swapped.
-    if ethertype == ETH_P_IP {
-        let ip = at::<20>(ctx, l3)? as usize;
+/// Swaps the addresses (after checking the source against the allowed
+/// one), the MACs and the ports.
+#[inline(always)]
+fn swap_ends(ctx: &XdpContext, p: &Probe) -> Option<()> {
+    if p.ethertype == ETH_P_IP {
+        let ip = at::<20>(ctx, p.l3)? as usize;
         let (src, dst) = (get::<4>(ip, 12), get::<4>(ip, 16));
-        if flags & SYNC_ALLOW_V4 != 0 && src != setting!(allow_v4) {
+        if p.flags & SYNC_ALLOW_V4 != 0 && src != setting!(allow_v4) {
             count(Count::Refused);
             return None;
         }
         put(ip, 12, dst);
         put(ip, 16, src);
     } else {
-        let ip = at::<40>(ctx, l3)? as usize;
+        let ip = at::<40>(ctx, p.l3)? as usize;
         let (src, dst) = (get::<16>(ip, 8), get::<16>(ip, 24));
-        if flags & SYNC_ALLOW_V6 != 0 && src != setting!(allow_v6) {
+        if p.flags & SYNC_ALLOW_V6 != 0 && src != setting!(allow_v6) {
             count(Count::Refused);
             return None;
         }
         put(ip, 8, dst);
         put(ip, 24, src);
     }
-    let (mac_dst, mac_src) = (get::<6>(eth, 0), get::<6>(eth, 6));
-    put(eth, 0, mac_src);
-    put(eth, 6, mac_dst);
+    let (mac_dst, mac_src) = (get::<6>(p.eth, 0), get::<6>(p.eth, 6));
+    put(p.eth, 0, mac_src);
+    put(p.eth, 6, mac_dst);
+    let (sport, dport) = (get::<2>(p.udp, 0), get::<2>(p.udp, 2));
+    put(p.udp, 0, dport);
+    put(p.udp, 2, sport);
+    Some(())
+}
 
-    // Ports.
-    let (sport, dport) = (get::<2>(udp, 0), get::<2>(udp, 2));
-    put(udp, 0, dport);
-    put(udp, 2, sport);
-
-    let old_flags = u16::from_be_bytes(get::<2>(pl, PROBE_FLAGS));
-    put(pl, PROBE_FLAGS, (old_flags | PROBE_FLAG_ANSWERED).to_be_bytes());
-    put(pl, PROBE_T2, t2.to_be_bytes());
-    // Last: the transmit stamp.
-    put(pl, PROBE_T3, stamp().to_be_bytes());
-
-    // The checksum is computed afresh, not updated: a probe sent from a
-    // veth or with checksum offload arrives here with only the
-    // pseudo-header's partial sum in it (the NIC would have finished it).
+/// The UDP checksum, computed afresh, not updated: a probe sent from a
+/// veth or with checksum offload arrives here with only the
+/// pseudo-header's partial sum in it (the NIC would have finished it).
+#[inline(always)]
+fn checksum(ctx: &XdpContext, p: &Probe) -> Option<()> {
+    let udp = p.udp;
     put(udp, 6, [0, 0]);
     let mut acc = sum::<UDP_PROBE>(udp) + u32::from(IPPROTO_UDP) + UDP_PROBE as u32;
-    if ethertype == ETH_P_IP {
-        let ip = at::<20>(ctx, l3)? as usize;
+    if p.ethertype == ETH_P_IP {
+        let ip = at::<20>(ctx, p.l3)? as usize;
         acc += sum::<8>(ip + 12);
     } else {
-        let ip = at::<40>(ctx, l3)? as usize;
+        let ip = at::<40>(ctx, p.l3)? as usize;
         acc += sum::<32>(ip + 8);
     }
     // At most 32 words of 0xffff plus two: two folds bring it to 16 bits.

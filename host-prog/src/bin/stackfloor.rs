@@ -1,6 +1,6 @@
 //! Benchmark only: the stack-latency programs with their bodies removed.
 //!
-//! Every program of `stacklat.rs` is here under the same name and of the
+//! Every program of `stacklat/` is here under the same name and of the
 //! same kind, returning at once, so the stack probe's loader attaches them
 //! at exactly the hooks it would attach the real ones to
 //! (`StackOptions::empty_programs`). What an iperf3 run loses with these
@@ -28,7 +28,7 @@ use xdprobe_common::host::{SEND_SLOTS_LEN, SendSlot, StackCounters, StackSetting
 #[unsafe(no_mangle)]
 static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
 
-/// Overwritten by the loader before load, as in `stacklat.rs`.
+/// Overwritten by the loader before load, as in `stacklat/main.rs`.
 #[unsafe(no_mangle)]
 static STACK_SETTINGS: StackSettings = StackSettings::ZERO;
 

@@ -4,8 +4,8 @@
 
 use xdprobe_exporter::encode::host::{HostRecord, SegmentStats};
 
+use crate::clock::WallClock;
 use crate::fleet::manager::{CrossReport, Place};
-use crate::stack::agent::WallClock;
 use crate::stack::matcher::{EndReason, FlowReport};
 use crate::stack::stats::Summary;
 

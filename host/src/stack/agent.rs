@@ -1,5 +1,6 @@
-//! The stack-latency agent's loop: ring buffer → matcher → reports, until
-//! told to stop or the duration is over. The one place that reads clocks
+//! The stack-latency agent: ring buffer → matcher → reports, one step at
+//! a time, for every loop that drives it (`xdprobe host`, the fleet
+//! agent, the daemon's `[host]` thread). The one place that reads clocks
 //! and waits; the matcher stays free of both.
 
 use std::sync::Arc;
@@ -8,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use xdprobe_common::host::{StackCounters, StackEvent};
 
+use crate::clock::monotonic_ns;
 use crate::stack::matcher::{FlowReport, MatchCounters, Matcher, RawSample};
 use crate::stack::probe::StackProbe;
 use crate::stack::stats::Summary;
-pub use crate::stack::windows::{Schedule, WindowTotals, Windows};
+use crate::stack::window::{Schedule, WindowTotals};
 
 /// How often, and past what age, the kernel's per-thread and per-socket
 /// entries are collected (a send call that blocks longer loses its
@@ -21,44 +23,6 @@ pub use crate::stack::windows::{Schedule, WindowTotals, Windows};
 /// to hold up.
 pub const GC_EVERY: Duration = Duration::from_secs(30);
 pub const GC_AGE: Duration = Duration::from_secs(60);
-
-/// `CLOCK_MONOTONIC` now, in ns: the clock `bpf_ktime_get_ns` reads.
-pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Converts monotonic event times to Unix time: the offset between
-/// `CLOCK_REALTIME` and `CLOCK_MONOTONIC`, taken once at start (it only
-/// changes when the wall clock is stepped).
-#[derive(Clone, Copy, Debug)]
-pub struct WallClock {
-    offset_ns: i128,
-}
-
-impl WallClock {
-    pub fn now() -> WallClock {
-        let mono = clock_ns(libc::CLOCK_MONOTONIC);
-        let real = clock_ns(libc::CLOCK_REALTIME);
-        WallClock {
-            offset_ns: i128::from(real) - i128::from(mono),
-        }
-    }
-
-    /// Unix microseconds of a monotonic ns time.
-    pub fn unix_us(&self, mono_ns: u64) -> u64 {
-        ((i128::from(mono_ns) + self.offset_ns).max(0) / 1000) as u64
-    }
-}
 
 /// Events handed to the matcher between two looks at the clock (the
 /// window schedule, reports): a ring that fills as fast as it is read
@@ -102,114 +66,198 @@ pub trait Tap {
     fn tick(&mut self, _kernel: &StackCounters) {}
 }
 
-struct NoTap;
+/// How often the matcher is advanced (reports and samples handed out,
+/// the kernel's counters read): not on every batch.
+pub const ADVANCE_EVERY: Duration = Duration::from_millis(50);
 
-impl Tap for NoTap {
-    fn event(&mut self, _: &StackEvent) {}
+/// The stack-latency agent: the attached probe, its matcher and the
+/// sampling windows' schedule, moved on one [`Agent::step`] at a time by
+/// whichever loop owns the thread: [`Agent::run`] for `xdprobe host` (and
+/// the fleet agent, a [`Tap`] on it), the daemon's `[host]` thread beside
+/// its connect probe. Dropping the agent detaches the programs.
+pub struct Agent {
+    probe: StackProbe,
+    matcher: Matcher,
+    schedule: Option<Schedule>,
+    horizon: Horizon,
+    started: Instant,
+    last_advance: Instant,
+    last_gc: Instant,
+    reports: u64,
 }
 
-/// Runs until `stop` is set or `duration` passes, handing every report to
-/// `out`; reports every flow still open at the end.
-pub fn run(
-    probe: &mut StackProbe,
-    matcher: &mut Matcher,
-    duration: Option<Duration>,
-    stop: &Arc<AtomicBool>,
-    out: &mut dyn FnMut(Output),
-) -> RunStats {
-    run_with(probe, matcher, duration, stop, out, &mut NoTap)
+/// What one [`Agent::step`] did.
+#[derive(Clone, Copy, Debug)]
+pub struct Step {
+    /// Events drained (0: the ring buffer was empty).
+    pub drained: usize,
+    /// The matcher was advanced ([`ADVANCE_EVERY`]): reports and samples
+    /// were handed out, the counters are fresh.
+    pub advanced: bool,
+    /// How long the loop may wait for events before the next step:
+    /// between windows, until the next one opens.
+    pub wait: Duration,
 }
 
-/// [`run`], with every event also handed to `tap`.
-pub fn run_with(
-    probe: &mut StackProbe,
-    matcher: &mut Matcher,
-    duration: Option<Duration>,
-    stop: &Arc<AtomicBool>,
-    out: &mut dyn FnMut(Output),
-    tap: &mut dyn Tap,
-) -> RunStats {
-    let started = Instant::now();
-    let mut reports = 0u64;
-    let mut emit = |r: FlowReport, out: &mut dyn FnMut(Output)| {
-        reports += 1;
-        out(Output::Report(Box::new(r)));
-    };
-    let mut last_advance = Instant::now();
-    let mut last_gc = Instant::now();
-    matcher.window_opened(monotonic_ns());
-    let mut schedule = probe.windows.map(|w| Schedule::new(w, started));
-    let mut horizon = Horizon::default();
-    loop {
-        let deadline_hit = duration.is_some_and(|d| started.elapsed() >= d);
-        if stop.load(Ordering::Relaxed) || deadline_hit {
-            break;
+impl Agent {
+    /// Takes over a probe that has just attached (the first window open)
+    /// and its matcher.
+    pub fn new(probe: StackProbe, mut matcher: Matcher) -> Agent {
+        let started = Instant::now();
+        matcher.window_opened(monotonic_ns());
+        let schedule = probe.windows.map(|w| Schedule::new(w, started));
+        Agent {
+            probe,
+            matcher,
+            schedule,
+            horizon: Horizon::default(),
+            started,
+            last_advance: started,
+            last_gc: started,
+            reports: 0,
         }
-        let n = probe.drain_some(DRAIN_BATCH, |ev| {
+    }
+
+    pub fn probe(&self) -> &StackProbe {
+        &self.probe
+    }
+
+    pub fn matcher(&self) -> &Matcher {
+        &self.matcher
+    }
+
+    /// Drains a batch of events into the matcher (and `tap`), advances
+    /// the matcher when due (its reports and samples to `out`), sweeps
+    /// the kernel's stale entries when due and moves the window schedule.
+    pub fn step(&mut self, out: &mut dyn FnMut(Output), tap: &mut dyn Tap) -> Step {
+        let (matcher, horizon) = (&mut self.matcher, &mut self.horizon);
+        let n = self.probe.drain_some(DRAIN_BATCH, |ev| {
             horizon.seen(ev.ts_ns);
             matcher.on_event(ev);
             tap.event(ev);
         });
-        horizon.drained(n, DRAIN_BATCH);
-        if last_advance.elapsed() >= Duration::from_millis(50) {
-            tap.tick(&probe.counters());
-            matcher.advance(horizon.now_ns(), &mut |r| emit(r, out));
-            let raw = matcher.take_samples();
-            if !raw.is_empty() {
-                out(Output::Samples(raw));
-            }
-            last_advance = Instant::now();
+        self.horizon.drained(n, DRAIN_BATCH);
+        let advanced = self.last_advance.elapsed() >= ADVANCE_EVERY;
+        if advanced {
+            tap.tick(&self.probe.counters());
+            let now = self.horizon.now_ns();
+            self.hand_out(out, |m, emit| m.advance(now, &mut |r| emit(r)));
+            self.last_advance = Instant::now();
         }
-        if last_gc.elapsed() >= GC_EVERY && schedule.as_ref().is_none_or(Schedule::is_closed) {
-            probe.gc(monotonic_ns(), GC_AGE.as_nanos() as u64);
-            last_gc = Instant::now();
+        let between = self.schedule.as_ref().is_none_or(Schedule::is_closed);
+        if self.last_gc.elapsed() >= GC_EVERY && between {
+            self.probe.gc(monotonic_ns(), GC_AGE.as_nanos() as u64);
+            self.last_gc = Instant::now();
         }
-        let mut wait = Duration::from_millis(50);
-        if let Some(s) = schedule.as_mut() {
+        let mut wait = ADVANCE_EVERY;
+        if let Some(s) = self.schedule.as_mut() {
             // Between windows nothing arrives but socket closes, which can
-            // wait: sleep through to the next window (a signal ends the
-            // poll early).
-            let next = s.step(probe, matcher);
+            // wait: through to the next window.
+            let next = s.step(&mut self.probe, &mut self.matcher);
             wait = if s.is_closed() { next } else { wait.min(next) };
         }
-        if let Some(d) = duration {
-            wait = wait.min(d.saturating_sub(started.elapsed()));
-        }
-        if n == 0 {
-            // Round up: a 0 ms poll spins until the next transition.
-            wait_readable(probe.fd(), wait.as_micros().div_ceil(1000) as i32);
+        Step {
+            drained: n,
+            advanced,
+            wait,
         }
     }
-    if let Some(s) = schedule.as_mut() {
-        s.finish();
+
+    /// Moves the matcher on with `f` and hands out its reports and
+    /// samples.
+    fn hand_out(
+        &mut self,
+        out: &mut dyn FnMut(Output),
+        f: impl FnOnce(&mut Matcher, &mut dyn FnMut(FlowReport)),
+    ) {
+        let reports = &mut self.reports;
+        f(&mut self.matcher, &mut |r| {
+            *reports += 1;
+            out(Output::Report(Box::new(r)));
+        });
+        let raw = self.matcher.take_samples();
+        if !raw.is_empty() {
+            out(Output::Samples(raw));
+        }
     }
-    // Late events of the last moments, then everything still open.
-    probe.drain(|ev| {
-        matcher.on_event(ev);
-        tap.event(ev);
-    });
-    tap.tick(&probe.counters());
-    matcher.finish(monotonic_ns(), &mut |r| emit(r, out));
-    let raw = matcher.take_samples();
-    if !raw.is_empty() {
-        out(Output::Samples(raw));
+
+    /// Waits at most `wait` for events (a signal ends the wait early).
+    pub fn wait(&self, wait: Duration) {
+        // Round up: a 0 ms poll spins until the next transition.
+        wait_readable(self.probe.fd(), wait.as_micros().div_ceil(1000) as i32);
     }
-    let (windows, observed, drain_cut) = schedule.as_ref().map_or((0, started.elapsed(), 0), |s| {
-        (s.windows, s.observed, s.drain_cut)
-    });
-    let (t8_early, t8_rest) = matcher.window_latency();
-    RunStats {
-        windows,
-        observed,
-        drain_cut,
-        window: schedule.as_ref().map(Schedule::measured),
-        t8_early,
-        t8_rest,
-        elapsed: started.elapsed(),
-        kernel: probe.counters(),
-        kernel_skipped: probe.kernel_skipped(),
-        matcher: matcher.counters(),
-        reports,
+
+    /// Windows opened (0 without time sampling) and how long the layer
+    /// programs have been attached, the current window up to now.
+    pub fn attached(&self) -> (u64, Duration) {
+        match &self.schedule {
+            Some(s) => {
+                let (w, attached, _) = s.totals();
+                (w, attached)
+            }
+            None => (0, self.started.elapsed()),
+        }
+    }
+
+    /// Steps until `stop` is set or `duration` passes, then [`Self::finish`]es.
+    pub fn run(
+        mut self,
+        duration: Option<Duration>,
+        stop: &Arc<AtomicBool>,
+        out: &mut dyn FnMut(Output),
+        tap: &mut dyn Tap,
+    ) -> RunStats {
+        loop {
+            let deadline_hit = duration.is_some_and(|d| self.started.elapsed() >= d);
+            if stop.load(Ordering::Relaxed) || deadline_hit {
+                break;
+            }
+            let step = self.step(out, tap);
+            let mut wait = step.wait;
+            if let Some(d) = duration {
+                wait = wait.min(d.saturating_sub(self.started.elapsed()));
+            }
+            if step.drained == 0 {
+                self.wait(wait);
+            }
+        }
+        self.finish(out, tap)
+    }
+
+    /// Hands the late events of the last moments to the matcher, reports
+    /// every flow still open and detaches the programs (the probe is
+    /// dropped on return).
+    pub fn finish(mut self, out: &mut dyn FnMut(Output), tap: &mut dyn Tap) -> RunStats {
+        if let Some(s) = self.schedule.as_mut() {
+            s.finish();
+        }
+        let matcher = &mut self.matcher;
+        self.probe.drain(|ev| {
+            matcher.on_event(ev);
+            tap.event(ev);
+        });
+        tap.tick(&self.probe.counters());
+        self.hand_out(out, |m, emit| m.finish(monotonic_ns(), &mut |r| emit(r)));
+        let (windows, observed, drain_cut) = self
+            .schedule
+            .as_ref()
+            .map_or((0, self.started.elapsed(), 0), |s| {
+                (s.windows, s.observed, s.drain_cut)
+            });
+        let (t8_early, t8_rest) = self.matcher.window_latency();
+        RunStats {
+            windows,
+            observed,
+            drain_cut,
+            window: self.schedule.as_ref().map(Schedule::measured),
+            t8_early,
+            t8_rest,
+            elapsed: self.started.elapsed(),
+            kernel: self.probe.counters(),
+            kernel_skipped: self.probe.kernel_skipped(),
+            matcher: self.matcher.counters(),
+            reports: self.reports,
+        }
     }
 }
 

@@ -9,7 +9,8 @@ use xdprobe_common::host::{
 
 use crate::hooks::{CLOSE_EVENT, Hook, Kind, Layer, Policy};
 use crate::kernel::{Kernel, offsets};
-use crate::stack::probe::{ProbeError, StackOptions};
+use crate::stack::error::ProbeError;
+use crate::stack::options::StackOptions;
 
 /// A layer's chosen hooks.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,8 +13,8 @@ use aya::{
 
 use crate::hooks::{Hook, Kind, Layer};
 use crate::kernel::Kernel;
+use crate::stack::error::ProbeError;
 use crate::stack::hookset::program_name;
-use crate::stack::probe::ProbeError;
 
 /// How a layer program was attached: enough to attach it again after a
 /// sampling window closed (the program stays loaded in between).

@@ -28,7 +28,7 @@ mod resolve;
 mod state;
 mod types;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::HashMap;
 
 use xdprobe_common::host::{StackEvent, layer as code};
 
@@ -36,7 +36,7 @@ use crate::hooks::Layer;
 use crate::stack::stats::Summary;
 use resolve::{expected, in_scope, report, resolve, trim};
 pub use state::EARLY_NS;
-use state::{Edges, Flow, FlowStats, Obs, Totals, Track, Unwrap};
+use state::{Edges, Flow, FlowStats, Obs, Totals};
 pub use types::{
     End, EndReason, FlowKey, FlowReport, MatchCounters, MatcherConfig, RawSample, Segment,
     segment_name,
@@ -178,61 +178,20 @@ impl Matcher {
         let counters = &mut self.counters;
         let flow = self.flows.entry(key).or_insert_with(|| {
             counters.flows += 1;
-            Flow {
-                unwrap: Unwrap::new(ev.seq),
-                resync: false,
-                tracks: Vec::new(),
-                anchors: BTreeMap::new(),
-                gave_up: Default::default(),
-                first_ns: ev.ts_ns,
-                last_ns: ev.ts_ns,
-                closed_tx: None,
-                closed_rx: None,
-                report_start_ns: ev.ts_ns,
-                record_seq: 0,
-                skipped: 0,
-                stats: FlowStats::default(),
-            }
+            Flow::new(ev.seq, ev.ts_ns)
         });
         flow.first_ns = flow.first_ns.min(ev.ts_ns);
         flow.last_ns = flow.last_ns.max(ev.ts_ns);
-        if flow.resync {
-            flow.resync = false;
-            let top = flow.tracks.iter().map(|t| t.highest).max().unwrap_or(0);
-            flow.unwrap = Unwrap {
-                seq: ev.seq,
-                pos: top.max(flow.unwrap.pos) + (1 << 32),
-            };
-        }
-        let b0 = flow.unwrap.pos(ev.seq);
+        let b0 = flow.position(ev.seq);
         let len = u64::from(ev.end.wrapping_sub(ev.seq));
         if len == 0 || len > 1 << 30 {
             counters.bad_events += 1;
             return;
         }
         let e = b0 + len;
-
-        let ti = match flow
-            .tracks
-            .iter()
-            .position(|t| t.layer == layer && t.netns == ev.netns)
-        {
-            Some(i) => i,
-            None if flow.tracks.len() < 4 * Layer::ALL.len() => {
-                flow.tracks.push(Track {
-                    layer,
-                    netns: ev.netns,
-                    obs: VecDeque::new(),
-                    highest: 0,
-                    aged_to: 0,
-                    tgid: 0,
-                });
-                flow.tracks.len() - 1
-            }
-            None => {
-                counters.bad_events += 1;
-                return;
-            }
+        let Some(ti) = flow.track(layer, ev.netns) else {
+            counters.bad_events += 1;
+            return;
         };
         let track = &mut flow.tracks[ti];
         if ev.tgid != 0 {
@@ -256,22 +215,8 @@ impl Matcher {
         if self.edges.closing_ns.is_some_and(|c| ev.ts_ns >= c) {
             return;
         }
-        let n = cfg.sample_bytes;
-        if n > 1 {
-            let first_seq = ev.seq.wrapping_add((b - b0) as u32);
-            let r = first_seq % n;
-            let mut p = b + u64::from(if r == 0 { 0 } else { n - r });
-            let mut added = 0;
-            while p < e && added < 64 {
-                if flow.may_anchor(p) {
-                    flow.anchors.entry(p).or_insert(ev.ts_ns);
-                }
-                p += u64::from(n);
-                added += 1;
-            }
-        } else if matches!(layer, Layer::SockTx | Layer::SockRx) && flow.may_anchor(e - 1) {
-            flow.anchors.entry(e - 1).or_insert(ev.ts_ns);
-        }
+        let first_seq = ev.seq.wrapping_add((b - b0) as u32);
+        add_anchors(flow, cfg, layer, first_seq, b..e, ev.ts_ns);
         if flow.anchors.len() > cfg.max_anchors {
             // A fast flow fills the bound between two advances: settle
             // what every layer has passed before dropping anything.
@@ -352,6 +297,35 @@ impl Matcher {
                 }
             }
         }
+    }
+}
+
+/// The anchors (timed bytes) an observation of `span` brings, its first
+/// byte's sequence number `first_seq`: every byte on the sampling grid,
+/// at most 64; without a grid, the last byte a socket layer passed.
+fn add_anchors(
+    flow: &mut Flow,
+    cfg: &MatcherConfig,
+    layer: Layer,
+    first_seq: u32,
+    span: std::ops::Range<u64>,
+    ts_ns: u64,
+) {
+    let (b, e) = (span.start, span.end);
+    let n = cfg.sample_bytes;
+    if n > 1 {
+        let r = first_seq % n;
+        let mut p = b + u64::from(if r == 0 { 0 } else { n - r });
+        let mut added = 0;
+        while p < e && added < 64 {
+            if flow.may_anchor(p) {
+                flow.anchors.entry(p).or_insert(ts_ns);
+            }
+            p += u64::from(n);
+            added += 1;
+        }
+    } else if matches!(layer, Layer::SockTx | Layer::SockRx) && flow.may_anchor(e - 1) {
+        flow.anchors.entry(e - 1).or_insert(ts_ns);
     }
 }
 

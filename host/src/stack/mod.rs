@@ -2,12 +2,15 @@
 //! sequence number → per-segment statistics → reports.
 
 pub mod agent;
+pub mod error;
+pub mod histogram;
 mod hookset;
 mod links;
 pub mod matcher;
+pub mod options;
 pub mod output;
 pub mod plot;
 pub mod probe;
 pub mod quantiles;
 pub mod stats;
-pub mod windows;
+pub mod window;

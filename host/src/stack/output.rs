@@ -7,8 +7,8 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+use crate::clock::WallClock;
 use crate::hooks::Layer;
-use crate::stack::agent::WallClock;
 use crate::stack::matcher::{EndReason, FlowReport};
 use crate::stack::stats::Summary;
 

@@ -7,99 +7,25 @@
 //! What is attached belongs to the [`StackProbe`]: dropping it (on any exit
 //! path) closes the links and unloads the programs; nothing is pinned.
 
-use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, RawFd};
 
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, MapData, PerCpuArray, RingBuf},
-    programs::ProgramError,
 };
 use xdprobe_common::host::{GATE_ENTRY, GATE_REST, SendSlot, StackCounters, StackEvent, names};
 
-use crate::hooks::{CLOSE_EVENT, Hook, Kind, Layer, SEND_ENTRY_EVENTS};
-use crate::kernel::{Kernel, offsets};
+use crate::clock::monotonic_ns;
+use crate::hooks::{CLOSE_EVENT, Kind, Layer, SEND_ENTRY_EVENTS};
+use crate::kernel::Kernel;
 use crate::object;
+use crate::stack::error::ProbeError;
 pub use crate::stack::hookset::LayerHooks;
 use crate::stack::hookset::{program_name, resolve, settings};
 use crate::stack::links::{
     Attachment, Closer, Link, attach_btf, attach_function, attach_tcp_tx, attach_tracepoint,
 };
-
-#[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
-    #[error("the host tracing programs are not in this binary (built with AYA_BUILD_SKIP=1)")]
-    NotBuilt,
-    #[error("host.hooks.{layer}: {hook}: {reason}")]
-    Hook {
-        layer: &'static str,
-        hook: String,
-        reason: String,
-    },
-    #[error("host.hooks.{layer}: at most {max} hooks")]
-    TooManyHooks { layer: &'static str, max: usize },
-    #[error("{0}")]
-    Offsets(#[from] offsets::OffsetError),
-    #[error("at most {max} {what} in the in-kernel filter")]
-    FilterTooLong { what: &'static str, max: usize },
-    #[error("loading the stack-latency programs")]
-    Load(#[source] aya::EbpfError),
-    #[error("program {name} ({hook})")]
-    Program {
-        name: &'static str,
-        hook: String,
-        #[source]
-        source: ProgramError,
-    },
-    #[error("the object has no {0}")]
-    Missing(&'static str),
-    #[error("map {0}")]
-    Map(&'static str, #[source] aya::maps::MapError),
-}
-
-impl ProbeError {
-    /// True for errors about what the kernel or the config offers (exit
-    /// code 2 at the command line), as opposed to failures while loading.
-    pub fn is_setup_error(&self) -> bool {
-        matches!(
-            self,
-            ProbeError::Hook { .. }
-                | ProbeError::TooManyHooks { .. }
-                | ProbeError::Offsets(_)
-                | ProbeError::FilterTooLong { .. }
-        )
-    }
-}
-
-/// What to observe and report.
-#[derive(Clone, Debug, Default)]
-pub struct StackOptions {
-    /// Per layer, hooks replacing the defaults (`[host.hooks]`). A hook
-    /// named here must exist; a default that the kernel lacks just leaves
-    /// its layer out.
-    pub hooks: BTreeMap<Layer, Vec<Hook>>,
-    /// Layers to observe; empty: all.
-    pub layers: Vec<Layer>,
-    /// Sampling grid in stream bytes (0: every observation).
-    pub sample_bytes: u32,
-    /// In-kernel scope: ports (either end), network namespace inodes,
-    /// processes (socket layers).
-    pub ports: Vec<u16>,
-    pub netns: Vec<u32>,
-    pub tgids: Vec<u32>,
-    /// cgroup v2 IDs (the inode of the cgroup's directory).
-    pub cgroups: Vec<u64>,
-    /// Ring buffer size in bytes (power of two, ≥ one page); 0: 4 MiB.
-    pub ring_bytes: u32,
-    /// Time sampling: the layer programs attached only `window` out of
-    /// every `every` ([`crate::stack::agent::Windows`]); `None`: always.
-    pub windows: Option<crate::stack::agent::Windows>,
-    /// Benchmark only: attach programs that return at once
-    /// ([`object::STACKFLOOR`]) at the hooks the real ones would take, to
-    /// measure what the kernel charges for running any program there.
-    /// Nothing is observed.
-    pub empty_programs: bool,
-}
+use crate::stack::options::{StackOptions, Windows};
 
 /// The attached probe.
 pub struct StackProbe {
@@ -125,7 +51,7 @@ pub struct StackProbe {
     /// empty programs.
     epoch: Option<Array<MapData, u64>>,
     /// The sampling windows the agent keeps (from the options).
-    pub windows: Option<crate::stack::agent::Windows>,
+    pub windows: Option<Windows>,
     closer: Closer,
     ebpf: Ebpf,
 }
@@ -177,73 +103,7 @@ impl StackProbe {
         // Close first: a flow that ends while we attach the rest is still
         // flushed. It stays attached between sampling windows.
         let close = attach_tracepoint(&mut ebpf, "stack_set_state", CLOSE_EVENT)?;
-        let mut links = Vec::new();
-        for l in &mut layers {
-            match l.layer {
-                Layer::TcpTx => {
-                    // First that loads: tp_btf, else raw_tp.
-                    let mut last = None;
-                    let mut chosen = None;
-                    for h in &l.hooks {
-                        match attach_tcp_tx(&mut ebpf, kernel, h) {
-                            Ok(a) => {
-                                links.push(a);
-                                chosen = Some(h.clone());
-                                break;
-                            }
-                            Err(e) => last = Some(e),
-                        }
-                    }
-                    match (chosen, last) {
-                        (Some(h), _) => l.hooks = vec![h],
-                        (None, Some(e)) => return Err(e),
-                        (None, None) => {}
-                    }
-                }
-                Layer::SockTx => {
-                    for ev in SEND_ENTRY_EVENTS {
-                        if kernel.tracefs.has(ev) {
-                            let mut a = attach_tracepoint(&mut ebpf, "stack_send_enter", ev)?;
-                            a.entry = true;
-                            links.push(a);
-                        }
-                    }
-                    links.push(attach_tracepoint(
-                        &mut ebpf,
-                        "stack_send_length",
-                        &l.hooks[0].target,
-                    )?);
-                }
-                layer => {
-                    for slot in 0..l.hooks.len() {
-                        let h = l.hooks[slot].clone();
-                        let name = program_name(layer, h.kind, slot);
-                        match h.kind {
-                            Kind::Kprobe | Kind::Fentry => {
-                                links.push(attach_function(&mut ebpf, kernel, layer, name, &h)?)
-                            }
-                            Kind::TpBtf => {
-                                let e = match attach_btf(&mut ebpf, kernel, name, &h) {
-                                    Ok(a) => {
-                                        links.push(a);
-                                        continue;
-                                    }
-                                    Err(e) => e,
-                                };
-                                let Some(classic) = l.fallback.get(slot).cloned().flatten() else {
-                                    return Err(e);
-                                };
-                                tracing::info!(layer = layer.key(), hook = %h, error = %e, fallback = %classic, "BTF-typed hook refused: using the classic tracepoint");
-                                let name = program_name(layer, classic.kind, slot);
-                                links.push(attach_tracepoint(&mut ebpf, name, &classic.target)?);
-                                l.hooks[slot] = classic;
-                            }
-                            _ => links.push(attach_tracepoint(&mut ebpf, name, &h.target)?),
-                        }
-                    }
-                }
-            }
-        }
+        let links = attach_layers(&mut ebpf, kernel, &mut layers)?;
 
         let ring = ebpf
             .take_map(names::STACK_EVENTS)
@@ -289,7 +149,7 @@ impl StackProbe {
                 // Before the entry opens: every call stamped after this
                 // is the window's; one stamped before it (its return
                 // fell between windows, unseen) is never paired.
-                opened = crate::stack::agent::monotonic_ns();
+                opened = monotonic_ns();
                 self.set_epoch(opened);
             }
             self.set_gate(gate);
@@ -431,4 +291,83 @@ impl StackProbe {
     pub fn fd(&self) -> RawFd {
         self.ring.as_raw_fd()
     }
+}
+
+/// Attaches every layer's programs (the socket-close hook apart), in
+/// layer order; settles on the hook that loaded where a layer offers
+/// alternatives (`TcpTx`: tp_btf, else raw_tp; a refused BTF-typed
+/// tracepoint: its classic fallback), recorded in `layers`.
+fn attach_layers(
+    ebpf: &mut Ebpf,
+    kernel: &Kernel,
+    layers: &mut [LayerHooks],
+) -> Result<Vec<Attachment>, ProbeError> {
+    let mut links = Vec::new();
+    for l in layers.iter_mut() {
+        match l.layer {
+            Layer::TcpTx => {
+                // First that loads: tp_btf, else raw_tp.
+                let mut last = None;
+                let mut chosen = None;
+                for h in &l.hooks {
+                    match attach_tcp_tx(ebpf, kernel, h) {
+                        Ok(a) => {
+                            links.push(a);
+                            chosen = Some(h.clone());
+                            break;
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                match (chosen, last) {
+                    (Some(h), _) => l.hooks = vec![h],
+                    (None, Some(e)) => return Err(e),
+                    (None, None) => {}
+                }
+            }
+            Layer::SockTx => {
+                for ev in SEND_ENTRY_EVENTS {
+                    if kernel.tracefs.has(ev) {
+                        let mut a = attach_tracepoint(ebpf, "stack_send_enter", ev)?;
+                        a.entry = true;
+                        links.push(a);
+                    }
+                }
+                links.push(attach_tracepoint(
+                    ebpf,
+                    "stack_send_length",
+                    &l.hooks[0].target,
+                )?);
+            }
+            layer => {
+                for slot in 0..l.hooks.len() {
+                    let h = l.hooks[slot].clone();
+                    let name = program_name(layer, h.kind, slot);
+                    match h.kind {
+                        Kind::Kprobe | Kind::Fentry => {
+                            links.push(attach_function(ebpf, kernel, layer, name, &h)?)
+                        }
+                        Kind::TpBtf => {
+                            let e = match attach_btf(ebpf, kernel, name, &h) {
+                                Ok(a) => {
+                                    links.push(a);
+                                    continue;
+                                }
+                                Err(e) => e,
+                            };
+                            let Some(classic) = l.fallback.get(slot).cloned().flatten() else {
+                                return Err(e);
+                            };
+                            tracing::info!(layer = layer.key(), hook = %h, error = %e, fallback = %classic, "BTF-typed hook refused: using the classic tracepoint");
+                            let name = program_name(layer, classic.kind, slot);
+                            links.push(attach_tracepoint(ebpf, name, &classic.target)?);
+                            l.hooks[slot] = classic;
+                        }
+                        _ => links.push(attach_tracepoint(ebpf, name, &h.target)?),
+                    }
+                }
+            }
+        }
+    }
+    Ok(links)
 }

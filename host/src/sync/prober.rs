@@ -12,7 +12,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use crate::stack::agent::monotonic_ns;
+use crate::clock::monotonic_ns;
 use crate::sync::estimate::Exchange;
 use crate::sync::wire::Probe;
 

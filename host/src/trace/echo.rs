@@ -203,7 +203,7 @@ pub fn send(sock: &UdpSocket, plan: &SendPlan, stop: &AtomicBool) -> Result<Send
                 let Ok((n, _)) = rx.recv_from(&mut inb) else {
                     continue;
                 };
-                let now = crate::stack::agent::monotonic_ns();
+                let now = crate::clock::monotonic_ns();
                 let p = &inb[..n];
                 let (Some((run, seq, Direction::Reply)), Some(t0)) = (parse_mark(p), sent_ns(p))
                 else {
@@ -232,7 +232,7 @@ pub fn send(sock: &UdpSocket, plan: &SendPlan, stop: &AtomicBool) -> Result<Send
             if due > now {
                 std::thread::sleep(due - now);
             }
-            write_mark(&mut out, plan.run, seq, crate::stack::agent::monotonic_ns());
+            write_mark(&mut out, plan.run, seq, crate::clock::monotonic_ns());
             match sock.send_to(&out, plan.target) {
                 Ok(_) => sent += 1,
                 Err(_) => errors += 1,
@@ -248,7 +248,7 @@ pub fn send(sock: &UdpSocket, plan: &SendPlan, stop: &AtomicBool) -> Result<Send
 
 /// A run ID that differs between runs (time and process mixed).
 pub fn new_run_id() -> u32 {
-    let t = crate::stack::agent::monotonic_ns();
+    let t = crate::clock::monotonic_ns();
     let x = t ^ (u64::from(std::process::id()) << 32) ^ 0x9E37_79B9_7F4A_7C15;
     ((x >> 32) ^ x) as u32
 }

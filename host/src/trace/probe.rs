@@ -422,7 +422,7 @@ pub fn run(
             out(t);
         });
         if last_gc.elapsed() >= Duration::from_millis(100) {
-            let now = crate::stack::agent::monotonic_ns();
+            let now = crate::clock::monotonic_ns();
             let c = probe.collect_idle(now, idle_ns, &mut |t| {
                 st.trails += 1;
                 out(t);

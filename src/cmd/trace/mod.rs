@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use xdprobe_common::trace::Trail;
+use xdprobe_host::clock::WallClock;
 use xdprobe_host::kernel::{Kernel, kallsyms};
-use xdprobe_host::stack::agent::WallClock;
 use xdprobe_host::trace::list::{self, EntryKind};
 use xdprobe_host::trace::points::{self, DEFAULT_POINTS};
 use xdprobe_host::trace::probe::{self, RunStats, TraceOptions, TraceProbe};

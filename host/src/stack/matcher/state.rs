@@ -181,6 +181,64 @@ pub(super) struct Totals {
 pub(super) const GAVE_UP_KEPT: usize = 1024;
 
 impl Flow {
+    /// A flow first seen at `ts_ns`, its stream positions counted from
+    /// `seq`.
+    pub(super) fn new(seq: u32, ts_ns: u64) -> Flow {
+        Flow {
+            unwrap: Unwrap::new(seq),
+            resync: false,
+            tracks: Vec::new(),
+            anchors: BTreeMap::new(),
+            gave_up: Default::default(),
+            first_ns: ts_ns,
+            last_ns: ts_ns,
+            closed_tx: None,
+            closed_rx: None,
+            report_start_ns: ts_ns,
+            record_seq: 0,
+            skipped: 0,
+            stats: FlowStats::default(),
+        }
+    }
+
+    /// The position of `seq`; after a resync (`resync`), `seq` starts
+    /// over above everything seen.
+    pub(super) fn position(&mut self, seq: u32) -> u64 {
+        if self.resync {
+            self.resync = false;
+            let top = self.tracks.iter().map(|t| t.highest).max().unwrap_or(0);
+            self.unwrap = Unwrap {
+                seq,
+                pos: top.max(self.unwrap.pos) + (1 << 32),
+            };
+        }
+        self.unwrap.pos(seq)
+    }
+
+    /// The index of the track of `layer` in `netns`, made when new;
+    /// `None` past a bound of four network namespaces per layer.
+    pub(super) fn track(&mut self, layer: Layer, netns: u32) -> Option<usize> {
+        if let Some(i) = self
+            .tracks
+            .iter()
+            .position(|t| t.layer == layer && t.netns == netns)
+        {
+            return Some(i);
+        }
+        if self.tracks.len() >= 4 * Layer::ALL.len() {
+            return None;
+        }
+        self.tracks.push(Track {
+            layer,
+            netns,
+            obs: VecDeque::new(),
+            highest: 0,
+            aged_to: 0,
+            tgid: 0,
+        });
+        Some(self.tracks.len() - 1)
+    }
+
     /// When this direction's data is all through: the receiving socket
     /// closed (no read can come after), or, when no receiving socket is
     /// seen here (it is on another host), the sending one. The sender's

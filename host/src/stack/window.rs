@@ -3,25 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::stack::agent::monotonic_ns;
+use crate::clock::monotonic_ns;
 use crate::stack::matcher::Matcher;
+use crate::stack::options::Windows;
 use crate::stack::probe::StackProbe;
-
-/// Time sampling: the layer programs are attached for `window` out of
-/// every `every`, and detached in between, so that between windows the
-/// probe costs the kernel nothing per packet (not even the empty
-/// program's dispatch a byte-grid filter pays on every skb).
-///
-/// A window opens by attaching the layers from the receiving socket back
-/// to the send path's entry, so every byte it lets in meets every layer;
-/// it closes the entry first and the rest only once the bytes let in
-/// have passed them all, for at most the matcher's hold (`--hold`): the
-/// bytes still on their way then are counted as cut, not dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Windows {
-    pub window: Duration,
-    pub every: Duration,
-}
 
 /// Where the window schedule is.
 #[derive(Clone, Copy, Debug)]
@@ -64,7 +49,7 @@ pub struct WindowTotals {
 }
 
 /// The window schedule and its bookkeeping: stepped by whatever loop
-/// drains the probe (`run_with` here, the daemon's host thread).
+/// drains the probe (the agent's `Agent::step`).
 ///
 /// The window's place in each period is random (uniform over the
 /// period), drawn afresh every period: traffic that repeats with the

@@ -14,7 +14,7 @@ use common::*;
 use xdprobe_exporter::encode::{Encoder, ExportClock};
 use xdprobe_exporter::ie::PEN_DOCUMENTATION;
 use xdprobe_exporter::template::{Format, Mode, Profile, Templates};
-use xdprobe_exporter::template_l7::{L7Kind, TEMPLATE_ID_L7_BASE, covers_every_element};
+use xdprobe_exporter::template::l7::{L7Kind, TEMPLATE_ID_L7_BASE, covers_every_element};
 use xdprobe_test_support::collect::write_udp_pcap;
 
 const CLOCK: ExportClock = ExportClock {

@@ -3,7 +3,6 @@
 //! Durations are microseconds; absent measurements are `null`, never a fake
 //! 0 (see `flow::record::Npm`).
 
-use std::io::Write;
 use std::net::IpAddr;
 
 use serde::Serialize;

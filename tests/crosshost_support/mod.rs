@@ -440,20 +440,7 @@ pub fn metric(text: &str, prefix: &str) -> f64 {
 /// it started, so another user's programs (a second session, a
 /// benchmark) are never counted as ours.
 pub fn clocksync_programs() -> Vec<String> {
-    let out = std::process::Command::new("bpftool")
-        .args(["prog", "show", "--json"])
-        .output()
-        .expect("bpftool");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(vec![]));
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| Some((p["name"].as_str()?, p["id"].as_u64()?)))
-                .filter(|(n, _)| n.starts_with("xdprobe_clock"))
-                .map(|(n, id)| format!("{n}#{id}"))
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::host_support::loaded_programs(|n| n.starts_with("xdprobe_clock"))
 }
 
 /// The clock-sync programs loaded since `before` that are still loaded,

@@ -16,17 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use host_support::{HostProbe, Messages, Pair, Reader, SERVER_IP, flow, timed_messages};
+use host_support::{HostProbe, Messages, Pair, Reader, SERVER_IP, flow, read_json, timed_messages};
 use live_support::{enter_netns, require_root, topo::TempDir};
 use serde_json::Value;
-
-fn read_json(p: &Path) -> Vec<Value> {
-    std::fs::read_to_string(p)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
 
 #[test]
 fn a_namespace_scoped_probe_reports_a_flow_when_it_closes() {

@@ -24,6 +24,15 @@ use serde_json::Value;
 const PORT: u16 = 9201;
 const CONNS: usize = 3;
 
+/// Every line of the daemon's JSON output, each one JSON.
+fn json_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// SIGTERM: the daemon exits cleanly and its own host programs (told
 /// apart by ID from those other tests load meanwhile) are unloaded.
 fn stop_unloading(probe: &mut Probe) {
@@ -69,11 +78,7 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
     let metrics = probe.metrics(&b.p);
     stop_unloading(&mut probe);
 
-    let lines: Vec<Value> = std::fs::read_to_string(&probe.json)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&probe.json);
     check_connects_and_joins(&lines, &ports);
     check_host_metrics(&metrics, &lines);
     check_collector_files(&ipfix, &host_file, &ports);
@@ -378,11 +383,7 @@ fn the_daemon_keeps_sampling_windows() {
     };
     let windows = count("xdprobe_host_windows_total");
     let attached = count("xdprobe_host_attached_seconds_total");
-    let lines: Vec<Value> = std::fs::read_to_string(&probe.json)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&probe.json);
     let timed: u64 = lines
         .iter()
         .filter(|v| v["type"] == "host_stack" && v["dport"] == PORT + 1)

@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use host_support::{HostProbe, Pair, SERVER_IP, flow, raw_samples};
+use host_support::{HostProbe, Pair, SERVER_IP, raw_samples, the_report};
 use live_support::{require_root, topo::TempDir};
 use serde_json::Value;
 
@@ -91,13 +91,6 @@ fn check_against_samples(report: &Value, raw: &[(u64, Vec<(String, u64)>)]) -> V
     }
     eprintln!("largest relative difference: {:.3} %", 100.0 * worst);
     t8
-}
-
-/// The only report of the flow to `port`.
-fn the_report(reports: &[Value], port: u16) -> Value {
-    let f = flow(reports, port, "192.0.2.1");
-    assert_eq!(f.len(), 1, "one report for the flow: {reports:#?}");
-    f[0].clone()
 }
 
 /// 120 MiB in 64 KiB writes, read as fast as it comes: 61,440 grid

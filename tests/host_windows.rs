@@ -22,7 +22,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use host_support::{HostProbe, Pair, SERVER_IP, flow, mono_ns, raw_samples};
+use host_support::{HostProbe, Pair, SERVER_IP, mono_ns, raw_samples, the_report};
 use live_support::{require_root, topo::TempDir};
 use serde_json::Value;
 
@@ -178,13 +178,6 @@ fn socket2_connect(to: SocketAddr, sndbuf: Option<i32>) -> TcpStream {
     };
     assert_eq!(rc, 0, "connect: {}", std::io::Error::last_os_error());
     s
-}
-
-/// The only report of the flow to `port`.
-fn the_report(reports: &[Value], port: u16) -> Value {
-    let f = flow(reports, port, "192.0.2.1");
-    assert_eq!(f.len(), 1, "one report for the flow: {reports:#?}");
-    f[0].clone()
 }
 
 /// A number from `--stats`: the one after `key` (e.g. `stale_entry: `).

@@ -15,14 +15,17 @@ use serde_json::Value;
 /// Programs are told apart by ID, so another process's probe that comes or
 /// goes meanwhile is not counted.
 pub fn left_loaded(before: &[String]) -> Vec<String> {
+    wait_gone(loaded_host_programs, |p| !before.contains(p))
+}
+
+/// What `now()` lists that `counts`, polled every 50 ms until there is
+/// none or 30 s have passed; what is left then.
+pub fn wait_gone(now: impl Fn() -> Vec<String>, counts: impl Fn(&String) -> bool) -> Vec<String> {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let new: Vec<String> = loaded_host_programs()
-            .into_iter()
-            .filter(|p| !before.contains(p))
-            .collect();
-        if new.is_empty() || std::time::Instant::now() > until {
-            return new;
+        let left: Vec<String> = now().into_iter().filter(|p| counts(p)).collect();
+        if left.is_empty() || std::time::Instant::now() > until {
+            return left;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
@@ -57,17 +60,7 @@ pub fn host_programs_of(pid: u32) -> Vec<String> {
 /// Of `ours` (from [`host_programs_of`]), those still loaded after up to
 /// 30 s (see [`left_loaded`] for why a wait).
 pub fn still_loaded(ours: &[String]) -> Vec<String> {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let left: Vec<String> = loaded_host_programs()
-            .into_iter()
-            .filter(|p| ours.contains(p))
-            .collect();
-        if left.is_empty() || std::time::Instant::now() > until {
-            return left;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_gone(loaded_host_programs, |p| ours.contains(p))
 }
 
 /// The host programs loaded now (bpftool), as `name#id`.

@@ -24,6 +24,22 @@ pub fn flow<'a>(reports: &'a [Value], dst_port: u16, src: &str) -> Vec<&'a Value
         .collect()
 }
 
+/// The only report of the client's flow to `port`.
+pub fn the_report(reports: &[Value], port: u16) -> Value {
+    let f = flow(reports, port, "192.0.2.1");
+    assert_eq!(f.len(), 1, "one report for the flow: {reports:#?}");
+    f[0].clone()
+}
+
+/// The JSON lines of `p` that parse (none if it does not exist yet).
+pub fn read_json(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 /// A segment's figure in a report, µs.
 pub fn seg(r: &Value, name: &str, what: &str) -> f64 {
     r["segments"][name][what]

@@ -464,7 +464,7 @@ mod tests {
     fn varied(i: usize) -> FlowRecord {
         let addrs = addrs();
         let dirs = dirs();
-        let some = |v: u32| (i % 3 != 0).then_some(v);
+        let some = |v: u32| (!i.is_multiple_of(3)).then_some(v);
         FlowRecord {
             client_addr: addrs[i % addrs.len()],
             client_port: [0, 1, 443, u16::MAX][i % 4],
@@ -482,7 +482,7 @@ mod tests {
             npm: Npm {
                 rtt_us: some(15_000),
                 server_net_us: some(u32::MAX),
-                client_net_us: (i % 5 == 0).then_some(0),
+                client_net_us: i.is_multiple_of(5).then_some(0),
                 srt_us: [None, Some(0), Some(250)][i % 3],
                 srt_count: [0, 1, u32::MAX][i % 3],
                 srt_min_us: some(1),
@@ -492,7 +492,7 @@ mod tests {
                 ts_rtt: ts_rtt(i),
             },
             seq_in_flow: [0, 1, u32::MAX][i % 3],
-            process: (i % 6 != 0)
+            process: (!i.is_multiple_of(6))
                 .then(|| Process::new(i as u32 * 1000, NAMES[i % NAMES.len()], 10_250)),
             app: super::super::json_l7::tests::app(i),
             l7: super::super::json_l7::tests::fields(i),

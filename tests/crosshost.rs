@@ -242,18 +242,9 @@ fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
     ));
     // A runs 250 ms ahead, B 1 ms behind: uncorrected, T4 would be −251 ms.
     let p = port.to_string();
-    let a = rig.agent(
-        'a',
-        M4,
-        Some(250_000_000),
-        &["--port", &p, "--sample-bytes", "0"],
-    );
-    let b = rig.agent(
-        'b',
-        M4,
-        Some(-1_000_000),
-        &["--port", &p, "--sample-bytes", "0"],
-    );
+    let args = ["--port", &p, "--sample-bytes", "0"];
+    let a = rig.agent('a', M4, Some(250_000_000), &args);
+    let b = rig.agent('b', M4, Some(-1_000_000), &args);
     rig.wait_rounds(&["a", "b"], 1, Duration::from_secs(30));
     let server: SocketAddr = format!("{DB4}:{port}").parse().unwrap();
     let (c2s, s2c) = timed_duplex(&rig.a, &rig.b, server, 150, 1000, Duration::from_millis(4));
@@ -264,16 +255,7 @@ fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
     mirror.stop_quiet();
     far.stop_quiet();
     let (t_ab, t_ba) = bridge_transit_us(&wire_pcap, &rb_pcap, crosshost_support::DA4);
-    let out = common::xdprobe()
-        .args(["pcap", wire_pcap.to_str().unwrap(), "--format", "json"])
-        .output()
-        .expect("xdprobe pcap");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::write(&wire, &out.stdout).unwrap();
+    wire_records(&wire_pcap, &wire);
     let metrics = scrape(&rig.m, &format!("{M4}:{METRICS_PORT}"));
     std::thread::sleep(Duration::from_millis(800));
 
@@ -307,8 +289,44 @@ fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
     assert_eq!(rev["sender"]["agent"], "b");
     check_direction(rev, &s2c, "IPv4 B→A", d_us, t_ba);
 
-    // Joined view: the wire record (RTT: both ways through the bridge)
-    // beside each direction's layers, by the connection's 5-tuple.
+    check_joined(&j2, &mlog, &wire_pcap, port, d_us, (t_ab, t_ba));
+    check_ipfix(&ipfix_pcap, fwd, rev, port);
+    check_t4_metrics(&metrics, fwd, rev);
+    // The picture, with the network segment.
+    let pic = std::fs::read_to_string(&svg).expect("svg");
+    assert!(
+        pic.contains("<svg") && pic.contains("T4"),
+        "T4 in the legend"
+    );
+}
+
+/// `xdprobe pcap`'s records of the mirror capture, written where the
+/// manager follows them.
+fn wire_records(pcap: &std::path::Path, wire: &std::path::Path) {
+    let out = common::xdprobe()
+        .args(["pcap", pcap.to_str().unwrap(), "--format", "json"])
+        .output()
+        .expect("xdprobe pcap");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(wire, &out.stdout).unwrap();
+}
+
+/// The joined view: the wire record (RTT: both ways through the bridge)
+/// beside each direction's layers, by the connection's 5-tuple; `transit`
+/// is the bridge's (A→B, B→A) as captured.
+fn check_joined(
+    j2: &[Value],
+    mlog: &str,
+    wire_pcap: &std::path::Path,
+    port: u16,
+    d_us: f64,
+    transit: (f64, f64),
+) {
+    let (t_ab, t_ba) = transit;
     let joined: Vec<&Value> = j2.iter().filter(|v| v["type"] == "joined").collect();
     let dirs: Vec<&str> = joined
         .iter()
@@ -318,7 +336,7 @@ fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
         dirs.contains(&"c2s") && dirs.contains(&"s2c"),
         "joined: {joined:#?}\n{mlog}"
     );
-    let wire_rtt = tshark_initial_rtt_us(&wire_pcap, port);
+    let wire_rtt = tshark_initial_rtt_us(wire_pcap, port);
     for v in &joined {
         let rtt = v["wire"]["rtt_us"].as_f64().expect("wire rtt");
         let t4 = p50(&v["host"], "T4");
@@ -344,9 +362,11 @@ fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
         );
         assert_eq!(v["wire"]["server_port"], port);
     }
+}
 
-    // IPFIX, as tshark decodes it: both directions, T4's median in ns.
-    let verbose = tshark_ipfix(&ipfix_pcap);
+/// IPFIX, as tshark decodes it: both directions, T4's median in ns.
+fn check_ipfix(ipfix_pcap: &std::path::Path, fwd: &Value, rev: &Value, port: u16) {
+    let verbose = tshark_ipfix(ipfix_pcap);
     assert!(!verbose.contains("Malformed") && !verbose.contains("no template found"));
     let t4_ns = |sport: &str| -> u64 {
         let block: Vec<&str> = verbose
@@ -369,22 +389,23 @@ fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
         "IPFIX T4 p50 {ns} ns"
     );
     assert!((t4_ns(&port.to_string()) as f64 / 1000.0 - p50(rev, "T4")).abs() < 0.01);
+}
 
+/// The manager's T4 histogram: every timed byte of both directions,
+/// none uncorrected; agent a's clock offset.
+fn check_t4_metrics(metrics: &str, fwd: &Value, rev: &Value) {
     // Prometheus: every timed byte of both directions, T4 between 2 and
     // 200 ms: none uncorrected, which would read −251 ms (counted in the
     // lowest bucket) or +249 ms. The upper bound is the histogram's last
     // bucket below 249 ms, not a guess at the bridge's worst hold: a stalled
     // vCPU once held one segment of 299 in the bridge past 20 ms in CI.
     let h = "xdprobe_manager_segment_latency_seconds";
-    let count = metric(&metrics, &format!("{h}_count{{segment=\"T4\"}}"));
+    let count = metric(metrics, &format!("{h}_count{{segment=\"T4\"}}"));
     let below = metric(
-        &metrics,
+        metrics,
         &format!("{h}_bucket{{le=\"0.002\",segment=\"T4\"}}"),
     );
-    let within = metric(
-        &metrics,
-        &format!("{h}_bucket{{le=\"0.2\",segment=\"T4\"}}"),
-    );
+    let within = metric(metrics, &format!("{h}_bucket{{le=\"0.2\",segment=\"T4\"}}"));
     let timed = fwd["complete"].as_f64().unwrap() + rev["complete"].as_f64().unwrap();
     eprintln!(
         "metrics: T4 count {count}, ≤ 2 ms {below}, ≤ 200 ms {within}; reports timed {timed}"
@@ -393,19 +414,7 @@ fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
     assert_eq!(below, 0.0);
     assert_eq!(within, count);
     assert!(
-        (metric(
-            &metrics,
-            "xdprobe_manager_clock_offset_seconds{agent=\"a\"}"
-        ) - 0.25)
-            .abs()
-            < 1e-5
-    );
-
-    // The picture, with the network segment.
-    let pic = std::fs::read_to_string(&svg).expect("svg");
-    assert!(
-        pic.contains("<svg") && pic.contains("T4"),
-        "T4 in the legend"
+        (metric(metrics, "xdprobe_manager_clock_offset_seconds{agent=\"a\"}") - 0.25).abs() < 1e-5
     );
 }
 
@@ -439,8 +448,9 @@ fn t4_and_t8_across_a_5ms_bridge_ipv6_synced_over_ipv6() {
     let far = tcpdump(&rig.r, "rb", &format!("tcp port {port}"), &rb_pcap);
     let m = rig.manager("sync_interval = \"1s\"");
     let p = port.to_string();
-    let a = rig.agent('a', M6, None, &["--port", &p, "--sample-bytes", "0"]);
-    let b = rig.agent('b', M6, None, &["--port", &p, "--sample-bytes", "0"]);
+    let args = ["--port", &p, "--sample-bytes", "0"];
+    let a = rig.agent('a', M6, None, &args);
+    let b = rig.agent('b', M6, None, &args);
     rig.wait_rounds(&["a", "b"], 1, Duration::from_secs(30));
     let server: SocketAddr = format!("[{DB6}]:{port}").parse().unwrap();
     let (c2s, s2c) = timed_duplex(&rig.a, &rig.b, server, 150, 1000, Duration::from_millis(4));

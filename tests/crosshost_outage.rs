@@ -11,7 +11,7 @@ mod live_support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crosshost_support::{DB4, M4, Middle, Rig, flow};
+use crosshost_support::{DB4, M4, Middle, Proc, Rig, flow};
 use host_support::timed_messages;
 use live_support::require_root;
 
@@ -32,6 +32,89 @@ fn rss_kib(pid: u32) -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// The manager crashes and stays away for 30 s; agent a lives through it
+/// in bounded memory, dropping the oldest events; a new manager comes up
+/// and both agents reconnect to it. Returns the new manager.
+fn manager_outage(rig: &Rig, m: Proc, a: &mut Proc, b: &Proc) -> Proc {
+    m.kill();
+    let rss_before = rss_kib(a.pid());
+    std::thread::sleep(Duration::from_secs(30));
+    assert!(a.alive(), "agent a survived the outage:\n{}", a.log());
+    let rss_after = rss_kib(a.pid());
+    eprintln!("agent a RSS {rss_before} kB before the outage, {rss_after} kB after 30 s of it");
+    assert!(rss_after < rss_before + 64 * 1024, "memory stays bounded");
+    assert!(a.log().contains("manager connection down"), "{}", a.log());
+    let m2 = rig.manager("sync_interval = \"1s\"");
+    a.wait_log(
+        &["buffer full, dropping the oldest events"],
+        Duration::from_secs(1),
+    );
+    for ag in [&*a, b] {
+        let end = Instant::now() + Duration::from_secs(15);
+        while ag.count("connected to the manager") < 2 {
+            assert!(Instant::now() < end, "no reconnect:\n{}", ag.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // The new manager admitted both (an agent's "connected" is its
+    // TCP connection; the TLS handshake and HELLO come after it).
+    m2.wait_log(
+        &["agent connected agent=a", "agent connected agent=b"],
+        Duration::from_secs(15),
+    );
+    m2
+}
+
+/// Agent a dropped what overflowed its buffer, never held more than
+/// `cap`, reconnected once; agent b's new instance connected once.
+fn check_agent_counters(la: &str, lb: &str, cap: u64) {
+    let dropped = stream_counter(la, "dropped_buffer");
+    let buffered = stream_counter(la, "buffered");
+    let connects = stream_counter(la, "connects");
+    let sent = stream_counter(la, "sent");
+    eprintln!("agent a: sent {sent}, dropped {dropped} (buffer of {cap}), {connects} connections");
+    assert!(dropped > 0, "the outage overflowed the buffer: {la}");
+    assert!(buffered <= cap);
+    assert_eq!(connects, 2);
+    assert_eq!(stream_counter(lb, "connects"), 1);
+}
+
+/// The new manager heard of a's drops (its STATS frames) and saw b come
+/// back as a new instance.
+fn check_manager_view(lm: &str, lb: &str) {
+    let block = |agent: &str| -> String {
+        lm.split(&format!("agent: \"{agent}\""))
+            .nth(1)
+            .and_then(|s| s.split("AgentView {").next())
+            .unwrap_or_else(|| panic!("no agent {agent} in {lm}"))
+            .to_owned()
+    };
+    let count = |b: &str, name: &str| -> u64 {
+        b.split(&format!("{name}: "))
+            .nth(1)
+            .and_then(|s| s.split([',', '\n']).next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {b}"))
+    };
+    let (ba, bb) = (block("a"), block("b"));
+    assert!(count(&ba, "dropped_buffer") > 0, "{ba}");
+    // On failure: what the manager said of each connection, and b2.
+    let conn_log: Vec<&str> = lm
+        .lines()
+        .filter(|l| {
+            ["agent connected", "disconnected", "closed", "refused"]
+                .iter()
+                .any(|w| l.contains(w))
+        })
+        .collect();
+    assert_eq!(
+        count(&bb, "restarts"),
+        1,
+        "{bb}\nmanager's connections:\n{}\nagent b2:\n{lb}",
+        conn_log.join("\n")
+    );
 }
 
 #[test]
@@ -76,33 +159,7 @@ fn manager_down_30s_then_restarts_agents_buffer_count_and_reconnect() {
             )
         });
         std::thread::sleep(Duration::from_secs(3));
-        // The manager crashes and stays away for 30 s.
-        m.kill();
-        let rss_before = rss_kib(a.pid());
-        std::thread::sleep(Duration::from_secs(30));
-        assert!(a.alive(), "agent a survived the outage:\n{}", a.log());
-        let rss_after = rss_kib(a.pid());
-        eprintln!("agent a RSS {rss_before} kB before the outage, {rss_after} kB after 30 s of it");
-        assert!(rss_after < rss_before + 64 * 1024, "memory stays bounded");
-        assert!(a.log().contains("manager connection down"), "{}", a.log());
-        let m2 = rig.manager("sync_interval = \"1s\"");
-        a.wait_log(
-            &["buffer full, dropping the oldest events"],
-            Duration::from_secs(1),
-        );
-        for ag in [&a, &b] {
-            let end = Instant::now() + Duration::from_secs(15);
-            while ag.count("connected to the manager") < 2 {
-                assert!(Instant::now() < end, "no reconnect:\n{}", ag.log());
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        // The new manager admitted both (an agent's "connected" is its
-        // TCP connection; the TLS handshake and HELLO come after it).
-        m2.wait_log(
-            &["agent connected agent=a", "agent connected agent=b"],
-            Duration::from_secs(15),
-        );
+        let m2 = manager_outage(&rig, m, &mut a, &b);
         // Then agent b crashes and comes back (a new instance: measured
         // again).
         b.kill();
@@ -114,50 +171,8 @@ fn manager_down_30s_then_restarts_agents_buffer_count_and_reconnect() {
         let la = a.stop();
         let lb = b2.stop();
         let lm = m2.stop();
-        let dropped = stream_counter(&la, "dropped_buffer");
-        let buffered = stream_counter(&la, "buffered");
-        let connects = stream_counter(&la, "connects");
-        let sent = stream_counter(&la, "sent");
-        eprintln!(
-            "agent a: sent {sent}, dropped {dropped} (buffer of {cap}), {connects} connections"
-        );
-        assert!(dropped > 0, "the outage overflowed the buffer: {la}");
-        assert!(buffered <= cap);
-        assert_eq!(connects, 2);
-        assert_eq!(stream_counter(&lb, "connects"), 1);
-        // The new manager heard of a's drops (its STATS frames), saw b
-        // come back as a new instance, and matched what came after.
-        let block = |agent: &str| -> String {
-            lm.split(&format!("agent: \"{agent}\""))
-                .nth(1)
-                .and_then(|s| s.split("AgentView {").next())
-                .unwrap_or_else(|| panic!("no agent {agent} in {lm}"))
-                .to_owned()
-        };
-        let count = |b: &str, name: &str| -> u64 {
-            b.split(&format!("{name}: "))
-                .nth(1)
-                .and_then(|s| s.split([',', '\n']).next())
-                .and_then(|n| n.trim().parse().ok())
-                .unwrap_or_else(|| panic!("no {name} in {b}"))
-        };
-        let (ba, bb) = (block("a"), block("b"));
-        assert!(count(&ba, "dropped_buffer") > 0, "{ba}");
-        // On failure: what the manager said of each connection, and b2.
-        let conn_log: Vec<&str> = lm
-            .lines()
-            .filter(|l| {
-                ["agent connected", "disconnected", "closed", "refused"]
-                    .iter()
-                    .any(|w| l.contains(w))
-            })
-            .collect();
-        assert_eq!(
-            count(&bb, "restarts"),
-            1,
-            "{bb}\nmanager's connections:\n{}\nagent b2:\n{lb}",
-            conn_log.join("\n")
-        );
+        check_agent_counters(&la, &lb, cap);
+        check_manager_view(&lm, &lb);
         let j = rig.manager_json();
         let r = flow(&j, None, Some(port));
         assert!(r["complete"].as_u64().unwrap() > 100, "{r}");

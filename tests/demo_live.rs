@@ -101,13 +101,25 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
     eprintln!("{stderr}");
     check_host(&host, &recs, &tmp.0.join("host.svg"));
 
-    let is = |r: &Value, proto: u64, port: u64| {
-        n(&r["proto"]) == proto
-            && r["client_addr"] == "192.0.2.1"
-            && r["server_addr"] == "192.0.2.2"
-            && n(&r["server_port"]) == port
-    };
+    check_rtt(&recs);
+    let http = check_http_srt(&recs);
+    let dns = check_dns_srt(&recs);
+    check_l7(&http, &dns, &stderr);
+    check_loss_and_refused(&recs);
+    check_collector(&recs, &tmp.0.join("collector"));
+    check_nothing_left(pid, &tmp.0);
+}
 
+/// A record of `proto` from the demo's client to its server's `port`.
+fn is(r: &Value, proto: u64, port: u64) -> bool {
+    n(&r["proto"]) == proto
+        && r["client_addr"] == "192.0.2.1"
+        && r["server_addr"] == "192.0.2.2"
+        && n(&r["server_port"]) == port
+}
+
+/// Handshake RTTs against the bridge's delay.
+fn check_rtt(recs: &[Value]) {
     // Handshake RTT: the bridge delays each way by DELAY_MS, so a clean
     // handshake takes at least twice that at the tap and not much more.
     // Under loss a lost SYN+ACK makes client and server retry at once, and
@@ -137,7 +149,10 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
         (floor..2 * floor).contains(&median),
         "median RTT {median} µs not within [2 × delay, 4 × delay): {rtts:?}"
     );
+}
 
+/// SRT of the HTTP-like flows against the think time; returns them.
+fn check_http_srt(recs: &[Value]) -> Vec<&Value> {
     // SRT of the HTTP-like flows: the request-to-response time at the tap
     // (srt + server network time, spec §2) can never undercut the think time.
     let http: Vec<&Value> = recs.iter().filter(|r| is(r, 6, 80)).collect();
@@ -154,7 +169,11 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
             .any(|r| (think..think + 20_000).contains(&n(&r["srt_us"]))),
         "no HTTP-like flow with an SRT between the think time and +20 ms: {http:?}"
     );
+    http
+}
 
+/// SRT of the DNS lookups against the responder's delay; returns them.
+fn check_dns_srt(recs: &[Value]) -> Vec<&Value> {
     // DNS: SRT is the plain request-to-response time; the responder waits.
     let dns: Vec<&Value> = recs.iter().filter(|r| is(r, 17, 53)).collect();
     assert_eq!(dns.len(), 3, "three DNS lookups, each from its own port");
@@ -170,11 +189,16 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
             .any(|r| (dns_delay..dns_delay + 20_000).contains(&n(&r["srt_us"]))),
         "no DNS flow with an SRT of about the responder's delay: {dns:?}"
     );
+    dns
+}
 
+/// What the flows are, from their payload, in the records and the
+/// demo's summary.
+fn check_l7(http: &[&Value], dns: &[&Value], stderr: &str) {
     // What the flows are, from their payload (docs/l7.md): the client's
     // requests name demo.example and get 200s; the lookups ask the
     // client's three names and get answers.
-    for r in &http {
+    for r in http {
         assert_eq!(r["app"], "http", "{r}");
         assert_eq!(r["http_host"], "demo.example", "{r}");
         assert_eq!(r["http_method"], "GET", "{r}");
@@ -198,7 +222,10 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
             "the demo should say {line:?}:\n{stderr}"
         );
     }
+}
 
+/// Retransmissions from the loss after the tap; the refused connection.
+fn check_loss_and_refused(recs: &[Value]) {
     // Loss after the tap: both bulk transfers retransmit in their data
     // direction (about 2 % of some 2000 segments each).
     let dir_retrans = |port: u64, dir: &str| -> u64 {
@@ -219,11 +246,13 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
             .any(|r| is(r, 6, 81) && n(&r["c2s"]["packets"]) >= 1 && n(&r["s2c"]["packets"]) >= 1),
         "refused connection missing"
     );
+}
 
-    // The collector got every record, with the same packet counts.
+/// The collector got every record, with the same packet counts.
+fn check_collector(recs: &[Value], collector: &std::path::Path) {
     let nf = Command::new("nfdump")
         .arg("-R")
-        .arg(tmp.0.join("collector"))
+        .arg(collector)
         .args(["-o", "json"])
         .output()
         .expect("nfdump");
@@ -239,7 +268,7 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
         .iter()
         .map(|c| ((n(&c["proto"]), n(&c["src_port"]), n(&c["dst_port"])), *c))
         .collect();
-    for r in &recs {
+    for r in recs {
         let key = (n(&r["proto"]), n(&r["client_port"]), n(&r["server_port"]));
         let c = by_ports
             .get(&key)
@@ -250,7 +279,10 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
             "packets of {key:?} at the collector"
         );
     }
+}
 
+/// No namespace and no process of the demo outlives it.
+fn check_nothing_left(pid: u32, kept: &std::path::Path) {
     // Nothing left behind.
     let ns = Command::new("ip")
         .args(["netns", "list"])
@@ -261,7 +293,7 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
     assert!(!ns.contains(&ours), "namespaces left behind:\n{ns}");
     // No process the demo started (all name files under the kept
     // directory on their command line) outlives it.
-    let dir = tmp.0.to_string_lossy().into_owned();
+    let dir = kept.to_string_lossy().into_owned();
     let left: Vec<String> = std::fs::read_dir("/proc")
         .expect("/proc")
         .flatten()

@@ -468,11 +468,7 @@ fn corpus_sources_describe_every_file() {
     let dir = corpus_dir();
     let text = std::fs::read_to_string(dir.join("SOURCES.tsv")).expect("SOURCES.tsv");
     let mut listed = std::collections::BTreeSet::new();
-    for line in text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-    {
-        let f: Vec<&str> = line.split('\t').collect();
+    for (line, f) in tsv_rows(&text) {
         assert_eq!(f.len(), 6, "SOURCES.tsv line {line:?}");
         let (name, origin, licence, bytes, sha) = (f[0], f[1], f[2], f[3], f[4]);
         assert!(!origin.is_empty() && !licence.is_empty(), "{name}");

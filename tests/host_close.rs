@@ -16,17 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use host_support::{HostProbe, Messages, Pair, Reader, SERVER_IP, flow, timed_messages};
+use host_support::{HostProbe, Messages, Pair, Reader, SERVER_IP, flow, read_json, timed_messages};
 use live_support::{enter_netns, require_root, topo::TempDir};
 use serde_json::Value;
-
-fn read_json(p: &Path) -> Vec<Value> {
-    std::fs::read_to_string(p)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
 
 #[test]
 fn a_namespace_scoped_probe_reports_a_flow_when_it_closes() {
@@ -119,25 +111,19 @@ fn kill_group(pgid: u32) {
     unsafe { libc::kill(-(pgid as i32), libc::SIGTERM) };
 }
 
-#[test]
-fn the_documented_one_machine_setup_reports_each_direction_at_close_across_hosts() {
-    if !require_root(
-        "the_documented_one_machine_setup_reports_each_direction_at_close_across_hosts",
-    ) {
-        return;
+/// Kills the documented processes' group on drop.
+struct Group(u32);
+impl Drop for Group {
+    fn drop(&mut self) {
+        kill_group(self.0);
     }
-    let _serial = host_support::serial();
-    let doc = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/docs/host-crosshost.md"
-    ))
-    .expect("the document");
-    let block = doc_block(&doc, "**Hosts that share a kernel**");
-    let s = format!("t{}", std::process::id());
-    let _ns = DocNamespaces(s.clone());
-    let dir = TempDir::new("host_close_doc");
+}
+
+/// Runs the document's block under bash with `S` and `D` set and this
+/// build's `xdprobe` first on PATH, in a process group of its own.
+fn run_block(block: &str, s: &str, dir: &Path, d: &Path) -> std::process::Child {
     // `xdprobe` as the document calls it: this build, first on PATH.
-    let bin = dir.0.join("bin");
+    let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_xdprobe"), bin.join("xdprobe")).unwrap();
     let path = format!(
@@ -145,37 +131,21 @@ fn the_documented_one_machine_setup_reports_each_direction_at_close_across_hosts
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let d: PathBuf = dir.0.join("d");
-    let mut shell = Command::new("bash")
+    Command::new("bash")
         .args(["-e", "-c", &format!("{block}\nwait")])
-        .env("S", &s)
-        .env("D", &d)
+        .env("S", s)
+        .env("D", d)
         .env("PATH", path)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .process_group(0)
         .spawn()
-        .expect("bash");
-    let pgid = shell.id();
-    struct Group(u32);
-    impl Drop for Group {
-        fn drop(&mut self) {
-            kill_group(self.0);
-        }
-    }
-    let _group = Group(pgid);
-    let json = d.join("flows-across.jsonl");
-    let rounds = |j: &[Value], a: &str| {
-        j.iter()
-            .any(|v| v["type"] == "clock_sync" && v["agent"] == a && v["estimate"].is_object())
-    };
-    wait_for(
-        &json,
-        Duration::from_secs(60),
-        "a clock round for both agents",
-        |j| rounds(j, "a") && rounds(j, "b"),
-    );
-    // One connection both ways on port 5201, as the document says.
+        .expect("bash")
+}
+
+/// One connection both ways on port 5201, as the document says: 100
+/// echoed messages of 1000 bytes from A's namespace to B's.
+fn echo_across(s: &str) {
     let server: SocketAddr = "198.51.100.2:5201".parse().unwrap();
     let (ns_a, ns_b) = (format!("xa-{s}"), format!("xb-{s}"));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -204,38 +174,26 @@ fn the_documented_one_machine_setup_reports_each_direction_at_close_across_hosts
             }
         });
     });
-    let closed = Instant::now();
-    let dirs = |j: &[Value]| {
-        let of = |sport: Option<u16>, dport: Option<u16>| {
-            j.iter().find(|v| {
-                v["type"] == "host_stack"
-                    && sport.is_none_or(|p| v["sport"] == p)
-                    && dport.is_none_or(|p| v["dport"] == p)
-                    && v["complete"].as_u64().unwrap_or(0) > 0
-            })
-        };
-        (of(None, Some(5201)).cloned(), of(Some(5201), None).cloned())
+}
+
+/// Each direction's host-stack report of the connection on 5201 with
+/// timed bytes, if there is one yet: (c2s, s2c).
+fn both_directions(j: &[Value]) -> (Option<Value>, Option<Value>) {
+    let of = |sport: Option<u16>, dport: Option<u16>| {
+        j.iter().find(|v| {
+            v["type"] == "host_stack"
+                && sport.is_none_or(|p| v["sport"] == p)
+                && dport.is_none_or(|p| v["dport"] == p)
+                && v["complete"].as_u64().unwrap_or(0) > 0
+        })
     };
-    // The manager's hold is 2 s; its idle timeout 30 s.
-    let j = wait_for(
-        &json,
-        Duration::from_secs(10),
-        "both directions reported",
-        |j| {
-            let (a, b) = dirs(j);
-            a.is_some() && b.is_some()
-        },
-    );
-    let took = closed.elapsed();
-    let (c2s, s2c) = dirs(&j);
-    let (c2s, s2c) = (c2s.unwrap(), s2c.unwrap());
-    eprintln!(
-        "both directions reported {:.1} s after the connection closed; c2s {} timed bytes, s2c {}",
-        took.as_secs_f64(),
-        c2s["complete"],
-        s2c["complete"]
-    );
-    for (r, from, to) in [(&c2s, "a", "b"), (&s2c, "b", "a")] {
+    (of(None, Some(5201)).cloned(), of(Some(5201), None).cloned())
+}
+
+/// Both directions ended with the connection, across hosts, each from
+/// its sender to its receiver with its bytes timed.
+fn check_directions(c2s: &Value, s2c: &Value) {
+    for (r, from, to) in [(c2s, "a", "b"), (s2c, "b", "a")] {
         assert_eq!(r["end_reason"], "end", "{r}");
         assert_eq!(r["cross_host"], true, "{r}");
         assert_eq!(
@@ -245,6 +203,62 @@ fn the_documented_one_machine_setup_reports_each_direction_at_close_across_hosts
         );
         assert!(r["t8"]["samples"].as_u64().unwrap_or(0) >= 90, "{r}");
     }
+}
+
+#[test]
+fn the_documented_one_machine_setup_reports_each_direction_at_close_across_hosts() {
+    if !require_root(
+        "the_documented_one_machine_setup_reports_each_direction_at_close_across_hosts",
+    ) {
+        return;
+    }
+    let _serial = host_support::serial();
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/host-crosshost.md"
+    ))
+    .expect("the document");
+    let block = doc_block(&doc, "**Hosts that share a kernel**");
+    let s = format!("t{}", std::process::id());
+    let _ns = DocNamespaces(s.clone());
+    let dir = TempDir::new("host_close_doc");
+    let d: PathBuf = dir.0.join("d");
+    let mut shell = run_block(&block, &s, &dir.0, &d);
+    let pgid = shell.id();
+    let _group = Group(pgid);
+    let json = d.join("flows-across.jsonl");
+    let rounds = |j: &[Value], a: &str| {
+        j.iter()
+            .any(|v| v["type"] == "clock_sync" && v["agent"] == a && v["estimate"].is_object())
+    };
+    wait_for(
+        &json,
+        Duration::from_secs(60),
+        "a clock round for both agents",
+        |j| rounds(j, "a") && rounds(j, "b"),
+    );
+    echo_across(&s);
+    let closed = Instant::now();
+    // The manager's hold is 2 s; its idle timeout 30 s.
+    let j = wait_for(
+        &json,
+        Duration::from_secs(10),
+        "both directions reported",
+        |j| {
+            let (a, b) = both_directions(j);
+            a.is_some() && b.is_some()
+        },
+    );
+    let took = closed.elapsed();
+    let (c2s, s2c) = both_directions(&j);
+    let (c2s, s2c) = (c2s.unwrap(), s2c.unwrap());
+    eprintln!(
+        "both directions reported {:.1} s after the connection closed; c2s {} timed bytes, s2c {}",
+        took.as_secs_f64(),
+        c2s["complete"],
+        s2c["complete"]
+    );
+    check_directions(&c2s, &s2c);
     kill_group(pgid);
     let st = shell.wait().expect("wait");
     eprintln!("the documented processes stopped: {st}");

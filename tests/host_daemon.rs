@@ -24,6 +24,15 @@ use serde_json::Value;
 const PORT: u16 = 9201;
 const CONNS: usize = 3;
 
+/// Every line of the daemon's JSON output, each one JSON.
+fn json_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// SIGTERM: the daemon exits cleanly and its own host programs (told
 /// apart by ID from those other tests load meanwhile) are unloaded.
 fn stop_unloading(probe: &mut Probe) {
@@ -63,6 +72,21 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
         "{log}"
     );
 
+    let ports = drive_conns(&b);
+    // FIN + the probe's 1 s linger, then the host report's hold.
+    std::thread::sleep(Duration::from_millis(2500));
+    let metrics = probe.metrics(&b.p);
+    stop_unloading(&mut probe);
+
+    let lines = json_lines(&probe.json);
+    check_connects_and_joins(&lines, &ports);
+    check_host_metrics(&metrics, &lines);
+    check_collector_files(&ipfix, &host_file, &ports);
+}
+
+/// `CONNS` connections from the client, 20 writes of 1000 bytes each, to
+/// a server that reads them all; returns the clients' ports.
+fn drive_conns(b: &Bench) -> Vec<u16> {
     let listener =
         b.s.run(|| TcpListener::bind((SERVER_IP, PORT)).expect("listen"));
     let server = std::thread::spawn(move || {
@@ -91,18 +115,15 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
             .collect()
     });
     server.join().unwrap();
-    // FIN + the probe's 1 s linger, then the host report's hold.
-    std::thread::sleep(Duration::from_millis(2500));
-    let metrics = probe.metrics(&b.p);
-    stop_unloading(&mut probe);
+    ports
+}
 
-    let lines: Vec<Value> = std::fs::read_to_string(&probe.json)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+/// Each connection's connect line names this process, as does its wire
+/// record; the wire record and the host report of the client's data come
+/// out joined.
+fn check_connects_and_joins(lines: &[Value], ports: &[u16]) {
     let of = |t: &str| -> Vec<&Value> { lines.iter().filter(|v| v["type"] == t).collect() };
-    for port in &ports {
+    for port in ports {
         // The connect, by this test's own process.
         let c = of("connect")
             .into_iter()
@@ -134,7 +155,11 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
             "{j}"
         );
     }
-    // The endpoint's host families count what the reports count.
+}
+
+/// The endpoint's host families count what the reports count.
+fn check_host_metrics(metrics: &str, lines: &[Value]) {
+    let of = |t: &str| -> Vec<&Value> { lines.iter().filter(|v| v["type"] == t).collect() };
     let count = |prefix: &str| -> f64 {
         metrics
             .lines()
@@ -152,14 +177,19 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
         t8
     );
     assert!(count("xdprobe_host_connect_attempts_total{outcome=\"established\"}") >= CONNS as f64);
+}
+
+/// The wire collector's file has the flows with their process, no
+/// host-stack records; the `[host]` collector's file has those.
+fn check_collector_files(ipfix: &std::path::Path, host_file: &std::path::Path, ports: &[u16]) {
     // Host-stack IPFIX records reached the collector file: a template set
     // announcing 320 and a data set 320.
     // The wire collector's file has the flow records with the process
     // elements (PEN 32473, 1300-1302) and no host-stack records; those are
     // in [host] collectors' file.
-    let wire = std::fs::read(&ipfix).expect("collector file");
+    let wire = std::fs::read(ipfix).expect("collector file");
     let pids = ipfix_process_ids(&wire);
-    for port in &ports {
+    for port in ports {
         assert!(
             pids.contains(&(*port, std::process::id())),
             "IPFIX record of port {port} with pid {}: {pids:?}",
@@ -170,27 +200,16 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
         !ipfix_set_ids(&wire).contains(&320),
         "no host-stack records among the flows"
     );
-    let bytes = std::fs::read(&host_file).expect("host collector file");
-    let mut sets = Vec::new();
-    let mut at = 0;
-    while at + 16 <= bytes.len() {
-        assert_eq!(
-            u16::from_be_bytes([bytes[at], bytes[at + 1]]),
-            10,
-            "IPFIX version"
-        );
-        let len = usize::from(u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]));
-        let mut s = at + 16;
-        while s + 4 <= at + len {
-            let id = u16::from_be_bytes([bytes[s], bytes[s + 1]]);
-            let slen = usize::from(u16::from_be_bytes([bytes[s + 2], bytes[s + 3]]));
-            let first_template =
-                (id == 2).then(|| u16::from_be_bytes([bytes[s + 4], bytes[s + 5]]));
-            sets.push((id, first_template));
-            s += slen.max(4);
-        }
-        at += len.max(16);
-    }
+    let bytes = std::fs::read(host_file).expect("host collector file");
+    let sets: Vec<(u16, Option<u16>)> = ipfix_sets(&bytes)
+        .into_iter()
+        .map(|(id, body)| {
+            (
+                id,
+                (id == 2).then(|| u16::from_be_bytes([body[0], body[1]])),
+            )
+        })
+        .collect();
     assert!(sets.contains(&(2, Some(320))), "{sets:?}");
     assert!(sets.iter().any(|s| s.0 == 320), "{sets:?}");
 }
@@ -198,30 +217,39 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
 /// (source port, processId) of every IPv4 flow record (template 256) in an
 /// IPFIX file, read through the template the file announces.
 fn ipfix_process_ids(bytes: &[u8]) -> Vec<(u16, u32)> {
-    let be16 = |b: &[u8], i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
     // Every template by its ID: flow records come in one template per
     // kind (with or without application-layer fields), so any of them may
     // carry the process elements.
     let mut layouts: HashMap<u16, Vec<(u16, u32, usize)>> = HashMap::new();
     let mut out = Vec::new();
+    for (id, body) in ipfix_sets(bytes) {
+        if id == 2 {
+            read_templates(body, &mut layouts);
+        } else if let Some(f) = layouts.get(&id) {
+            read_process_ids(body, f, &mut out);
+        }
+    }
+    out
+}
+
+/// The sets of an IPFIX file, in order: (set ID, body); every message
+/// must be IPFIX (version 10).
+fn ipfix_sets(bytes: &[u8]) -> Vec<(u16, &[u8])> {
+    let be16 = |i: usize| u16::from_be_bytes([bytes[i], bytes[i + 1]]);
+    let mut sets = Vec::new();
     let mut at = 0;
     while at + 16 <= bytes.len() {
-        assert_eq!(be16(bytes, at), 10, "IPFIX version");
-        let len = usize::from(be16(bytes, at + 2));
+        assert_eq!(be16(at), 10, "IPFIX version");
+        let len = usize::from(be16(at + 2));
         let mut s = at + 16;
         while s + 4 <= at + len {
-            let (id, slen) = (be16(bytes, s), usize::from(be16(bytes, s + 2)));
-            let body = &bytes[s + 4..s + slen];
-            if id == 2 {
-                read_templates(body, &mut layouts);
-            } else if let Some(f) = layouts.get(&id) {
-                read_process_ids(body, f, &mut out);
-            }
+            let (id, slen) = (be16(s), usize::from(be16(s + 2)));
+            sets.push((id, &bytes[s + 4..s + slen.max(4)]));
             s += slen.max(4);
         }
         at += len.max(16);
     }
-    out
+    sets
 }
 
 /// A template set's templates: (element, enterprise, length) each.
@@ -293,19 +321,7 @@ fn read_process_ids(body: &[u8], f: &[(u16, u32, usize)], out: &mut Vec<(u16, u3
 
 /// The set IDs of an IPFIX file, in order.
 fn ipfix_set_ids(bytes: &[u8]) -> Vec<u16> {
-    let be16 = |i: usize| u16::from_be_bytes([bytes[i], bytes[i + 1]]);
-    let mut ids = Vec::new();
-    let mut at = 0;
-    while at + 16 <= bytes.len() {
-        let len = usize::from(be16(at + 2));
-        let mut s = at + 16;
-        while s + 4 <= at + len {
-            ids.push(be16(s));
-            s += usize::from(be16(s + 2)).max(4);
-        }
-        at += len.max(16);
-    }
-    ids
+    ipfix_sets(bytes).into_iter().map(|(id, _)| id).collect()
 }
 
 /// `[host] sample_window` in the daemon: the programs are attached about
@@ -367,11 +383,7 @@ fn the_daemon_keeps_sampling_windows() {
     };
     let windows = count("xdprobe_host_windows_total");
     let attached = count("xdprobe_host_attached_seconds_total");
-    let lines: Vec<Value> = std::fs::read_to_string(&probe.json)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&probe.json);
     let timed: u64 = lines
         .iter()
         .filter(|v| v["type"] == "host_stack" && v["dport"] == PORT + 1)

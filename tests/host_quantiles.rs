@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use host_support::{HostProbe, Pair, SERVER_IP, flow, raw_samples};
+use host_support::{HostProbe, Pair, SERVER_IP, raw_samples, the_report};
 use live_support::{require_root, topo::TempDir};
 use serde_json::Value;
 
@@ -93,12 +93,11 @@ fn check_against_samples(report: &Value, raw: &[(u64, Vec<(String, u64)>)]) -> V
     t8
 }
 
-/// The only report of the flow to `port`.
-fn the_report(reports: &[Value], port: u16) -> Value {
-    let f = flow(reports, port, "192.0.2.1");
-    assert_eq!(f.len(), 1, "one report for the flow: {reports:#?}");
-    f[0].clone()
-}
+/// 120 MiB in 64 KiB writes, read as fast as it comes: 61,440 grid
+/// bytes (a few hundred to a few thousand come out incomplete when a
+/// layer sees segments out of order).
+const TOTAL: usize = 120 << 20;
+const CHUNK: usize = 1 << 16;
 
 #[test]
 fn bulk_flow_percentiles_match_the_exact_ones_of_every_sample() {
@@ -111,28 +110,39 @@ fn bulk_flow_percentiles_match_the_exact_ones_of_every_sample() {
     let server: SocketAddr = format!("{SERVER_IP}:{port}").parse().unwrap();
     let dir = TempDir::new("host_q_bulk");
     let samples = dir.0.join("samples.jsonl");
-    let p = port.to_string();
-    let probe = HostProbe::start(
+    let probe = HostProbe::on_port(
         &dir.0,
-        &[
-            "--port",
-            &p,
-            "--sample-bytes",
-            "2048",
-            "--samples",
-            samples.to_str().unwrap(),
-            "--stats",
-        ],
+        port,
+        "2048",
+        &["--samples", samples.to_str().unwrap(), "--stats"],
     );
-    // 120 MiB in 64 KiB writes, read as fast as it comes: 61,440 grid
-    // bytes (a few hundred to a few thousand come out incomplete when a
-    // layer sees segments out of order).
-    const TOTAL: usize = 120 << 20;
-    const CHUNK: usize = 1 << 16;
+    let (writes, reads) = bulk_transfer(&pair, server);
+    assert_eq!(reads.last().map(|r| r.1), Some(TOTAL));
+    let slowest_ns = slowest_byte_ns(&writes, &reads);
+    std::thread::sleep(Duration::from_millis(400));
+    let (reports, err) = probe.stop_with_stderr();
+    eprintln!(
+        "{}",
+        err.lines()
+            .filter(|l| !l.contains("INFO"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let r = the_report(&reports, port);
+    let raw = raw_samples(&samples, port);
+    eprintln!(
+        "complete {}, incomplete {}, edge {}, skipped {}",
+        r["complete"], r["incomplete"], r["edge"], r["skipped"]
+    );
+    check_bulk_report(&r, &raw, slowest_ns);
+}
+
+/// The bulk transfer under the applications' own clocks: when each
+/// write began, and when each read returned with how much of the stream
+/// read so far.
+fn bulk_transfer(pair: &Pair, server: SocketAddr) -> (Vec<u64>, Vec<(u64, usize)>) {
     let (tx, rx) = std::sync::mpsc::channel();
-    // The applications' own clocks: when each write began, and when each
-    // read returned with how much of the stream read so far.
-    let (writes, reads) = std::thread::scope(|sc| {
+    std::thread::scope(|sc| {
         let srv = sc.spawn(|| {
             pair.s.enter_current_thread();
             let l = TcpListener::bind(server).expect("bind");
@@ -170,11 +180,14 @@ fn bulk_flow_percentiles_match_the_exact_ones_of_every_sample() {
             .join()
             .expect("client");
         (writes, srv.join().expect("server"))
-    });
-    assert_eq!(reads.last().map(|r| r.1), Some(TOTAL));
+    })
+}
+
+/// The slowest any byte can have been by the applications' clocks.
+fn slowest_byte_ns(writes: &[u64], reads: &[(u64, usize)]) -> u64 {
     // No byte of chunk i took longer than from its write's start to the
     // read that completed the chunk: the slowest any byte can have been.
-    let slowest_ns = writes
+    writes
         .iter()
         .enumerate()
         .map(|(i, &w)| {
@@ -182,22 +195,12 @@ fn bulk_flow_percentiles_match_the_exact_ones_of_every_sample() {
             reads[at].0.saturating_sub(w)
         })
         .max()
-        .unwrap_or(0);
-    std::thread::sleep(Duration::from_millis(400));
-    let (reports, err) = probe.stop_with_stderr();
-    eprintln!(
-        "{}",
-        err.lines()
-            .filter(|l| !l.contains("INFO"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    let r = the_report(&reports, port);
-    let raw = raw_samples(&samples, port);
-    eprintln!(
-        "complete {}, incomplete {}, edge {}, skipped {}",
-        r["complete"], r["incomplete"], r["edge"], r["skipped"]
-    );
+        .unwrap_or(0)
+}
+
+/// Each timed byte counted once, none held out when none was slow, and
+/// the percentiles those of every sample.
+fn check_bulk_report(r: &Value, raw: &[(u64, Vec<(String, u64)>)], slowest_ns: u64) {
     // Each timed byte is counted once: the sampling grid has one byte in
     // 2048 of the stream (the agent once counted a stretch twice).
     let grid = (TOTAL / 2048) as u64 + 1;
@@ -218,7 +221,7 @@ fn bulk_flow_percentiles_match_the_exact_ones_of_every_sample() {
     if slowest_ns < 250_000_000 {
         assert_eq!(r["cut"].as_u64(), Some(0), "held out, though none was slow");
     }
-    let t8 = check_against_samples(&r, &raw);
+    let t8 = check_against_samples(r, raw);
     assert!(
         t8.len() >= 40_000,
         "a bulk flow of at least 40 k timed bytes: {}",
@@ -239,18 +242,7 @@ fn two_mode_flow_percentiles_match_the_exact_ones_of_every_sample() {
     let server: SocketAddr = format!("{SERVER_IP}:{port}").parse().unwrap();
     let dir = TempDir::new("host_q_two");
     let samples = dir.0.join("samples.jsonl");
-    let p = port.to_string();
-    let probe = HostProbe::start(
-        &dir.0,
-        &[
-            "--port",
-            &p,
-            "--sample-bytes",
-            "0",
-            "--samples",
-            samples.to_str().unwrap(),
-        ],
-    );
+    let probe = HostProbe::on_port(&dir.0, port, "0", &["--samples", samples.to_str().unwrap()]);
     const RUN: Duration = Duration::from_secs(5);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::scope(|sc| {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use host_support::probed::{one_flow, probed_messages};
 use host_support::{
-    HostProbe, Messages, Pair, Reader, SERVER_IP, SERVER_IP6, loaded_host_programs, median,
+    HostProbe, Messages, Pair, Reader, SERVER_IP, SERVER_IP6, Timed, loaded_host_programs, median,
     paired_t8, raw_samples, seg, timed_messages,
 };
 use live_support::{require_root, topo::TempDir};
@@ -25,21 +25,34 @@ use serde_json::Value;
 
 fn no_op(_: u32) {}
 
+/// `count` messages of `size` bytes 1 ms apart to an eager reader, all
+/// timed; then time for the probes to see the last of them.
+fn eager_messages(
+    pair: &Pair,
+    server: SocketAddr,
+    count: u32,
+    size: usize,
+) -> (Messages, Vec<Timed>) {
+    let m = Messages {
+        count,
+        size,
+        gap: Duration::from_millis(1),
+        reader: Reader::Eager,
+    };
+    let timed = timed_messages(&pair.c, &pair.s, server, &m, &no_op);
+    assert_eq!(timed.len() as u32, count);
+    std::thread::sleep(Duration::from_millis(400));
+    (m, timed)
+}
+
 fn check_t8_against_application(server: SocketAddr, src: &str, port: u16, extra: &[&str]) {
     let pair = Pair::new();
     let dir = TempDir::new("host_t8");
     let p = port.to_string();
     let samples = dir.0.join("samples.jsonl");
     let size = 1000;
-    let mut args = vec![
-        "--port",
-        &p,
-        "--sample-bytes",
-        "0",
-        "--samples",
-        samples.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
+    let head = ["--port", &p, "--sample-bytes", "0", "--samples"];
+    let args = [&head[..], &[samples.to_str().unwrap()], extra].concat();
     let (reports, timed) = probed_messages(
         &pair,
         &dir,
@@ -183,35 +196,18 @@ fn a_slow_reader_grows_t7_and_nothing_else() {
     let server: SocketAddr = format!("{SERVER_IP}:5303").parse().unwrap();
     let args = ["--port", "5303", "--sample-bytes", "0"];
     let gap = Duration::from_millis(12);
-    let d = TempDir::new("host_t7a");
-    let (fast, _) = probed_messages(
-        &pair,
-        &d,
-        server,
-        &args,
-        &Messages {
+    let run = |tag: &str, reader| {
+        let m = Messages {
             count: 60,
             size: 1000,
             gap,
-            reader: Reader::Eager,
-        },
-        &no_op,
-    );
-    let d = TempDir::new("host_t7b");
+            reader,
+        };
+        probed_messages(&pair, &TempDir::new(tag), server, &args, &m, &no_op)
+    };
+    let (fast, _) = run("host_t7a", Reader::Eager);
     let sleep = Duration::from_millis(5);
-    let (slow, timed) = probed_messages(
-        &pair,
-        &d,
-        server,
-        &args,
-        &Messages {
-            count: 60,
-            size: 1000,
-            gap,
-            reader: Reader::Lazy(sleep),
-        },
-        &no_op,
-    );
+    let (slow, timed) = run("host_t7b", Reader::Lazy(sleep));
     let (fast, slow) = (
         one_flow(&fast, 5303, "192.0.2.1"),
         one_flow(&slow, 5303, "192.0.2.1"),
@@ -328,23 +324,9 @@ fn sampling_times_one_byte_in_n_and_keeps_the_percentiles() {
     let d_all = TempDir::new("host_samp_all");
     let d_grid = TempDir::new("host_samp_grid");
     let n = N.to_string();
-    let all = HostProbe::start(
-        &d_all.0,
-        &["--port", "5305", "--sample-bytes", "0", "--stats"],
-    );
-    let grid = HostProbe::start(
-        &d_grid.0,
-        &["--port", "5305", "--sample-bytes", &n, "--stats"],
-    );
-    let m = Messages {
-        count,
-        size,
-        gap: Duration::from_millis(1),
-        reader: Reader::Eager,
-    };
-    let timed = timed_messages(&pair.c, &pair.s, server, &m, &no_op);
-    assert_eq!(timed.len() as u32, count);
-    std::thread::sleep(Duration::from_millis(400));
+    let all = HostProbe::on_port(&d_all.0, 5305, "0", &["--stats"]);
+    let grid = HostProbe::on_port(&d_grid.0, 5305, &n, &["--stats"]);
+    eager_messages(&pair, server, count, size);
     let (all, all_err) = all.stop_with_stderr();
     let (grid, grid_err) = grid.stop_with_stderr();
     let (all, grid) = (
@@ -464,17 +446,12 @@ fn time_sampling_detaches_between_windows_and_keeps_t8() {
     let d_all = TempDir::new("host_win_all");
     let d_win = TempDir::new("host_win");
     let samples = d_win.0.join("samples.jsonl");
-    let all = HostProbe::start(
-        &d_all.0,
-        &["--port", "5306", "--sample-bytes", "0", "--stats"],
-    );
-    let win = HostProbe::start(
+    let all = HostProbe::on_port(&d_all.0, 5306, "0", &["--stats"]);
+    let win = HostProbe::on_port(
         &d_win.0,
+        5306,
+        "0",
         &[
-            "--port",
-            "5306",
-            "--sample-bytes",
-            "0",
             "--sample-window",
             "100ms",
             "--sample-window-every",
@@ -484,27 +461,27 @@ fn time_sampling_detaches_between_windows_and_keeps_t8() {
             "--stats",
         ],
     );
-    let m = Messages {
-        count,
-        size,
-        gap: Duration::from_millis(1),
-        reader: Reader::Eager,
-    };
-    let timed = timed_messages(&pair.c, &pair.s, server, &m, &no_op);
-    assert_eq!(timed.len() as u32, count);
-    std::thread::sleep(Duration::from_millis(400));
+    let (m, timed) = eager_messages(&pair, server, count, size);
     let (all, all_err) = all.stop_with_stderr();
     let (win, win_err) = win.stop_with_stderr();
     let (all, win) = (
         one_flow(&all, 5306, "192.0.2.1"),
         one_flow(&win, 5306, "192.0.2.1"),
     );
-    let (windows, attached_pct) = windows_stats(&win_err);
+    let got = check_window_share(&all, &win, &all_err, &win_err, count);
+    check_windowed_t8(&all, &win, &samples, &timed, m.gap, got);
+}
+
+/// The windowed probe was attached about a fifth of the run, timed about
+/// a fifth of the messages and its programs saw about a fifth of the
+/// kernel events; returns how many messages it timed.
+fn check_window_share(all: &Value, win: &Value, all_err: &str, win_err: &str, count: u32) -> u64 {
+    let (windows, attached_pct) = windows_stats(win_err);
     let (got_all, got) = (
         all["complete"].as_u64().unwrap(),
         win["complete"].as_u64().unwrap(),
     );
-    let (ev_all, ev_win) = (kernel_events(&all_err), kernel_events(&win_err));
+    let (ev_all, ev_win) = (kernel_events(all_err), kernel_events(win_err));
     let share = got as f64 / got_all as f64;
     let ev_share = ev_win as f64 / ev_all as f64;
     eprintln!(
@@ -539,9 +516,22 @@ fn time_sampling_detaches_between_windows_and_keeps_t8() {
         win["incomplete"].as_u64().unwrap() <= all["incomplete"].as_u64().unwrap() + 2,
         "windows made incomplete bytes: {win}"
     );
+    got
+}
+
+/// The windowed probe's T8, message by message, is the application's
+/// own, and its p50 that of the probe always attached.
+fn check_windowed_t8(
+    all: &Value,
+    win: &Value,
+    samples: &std::path::Path,
+    timed: &[Timed],
+    gap: Duration,
+    got: u64,
+) {
     // Message by message against the application's own timing.
-    let raw = raw_samples(&samples, 5306);
-    let pairs = host_support::paired_t8_by_time(&raw, &timed, m.gap);
+    let raw = raw_samples(samples, 5306);
+    let pairs = host_support::paired_t8_by_time(&raw, timed, gap);
     assert!(
         pairs.len() as u64 >= got * 9 / 10,
         "{} of {got} timed messages paired",

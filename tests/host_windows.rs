@@ -22,7 +22,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use host_support::{HostProbe, Pair, SERVER_IP, flow, mono_ns, raw_samples};
+use host_support::{HostProbe, Pair, SERVER_IP, mono_ns, raw_samples, the_report};
 use live_support::{require_root, topo::TempDir};
 use serde_json::Value;
 
@@ -180,13 +180,6 @@ fn socket2_connect(to: SocketAddr, sndbuf: Option<i32>) -> TcpStream {
     s
 }
 
-/// The only report of the flow to `port`.
-fn the_report(reports: &[Value], port: u16) -> Value {
-    let f = flow(reports, port, "192.0.2.1");
-    assert_eq!(f.len(), 1, "one report for the flow: {reports:#?}");
-    f[0].clone()
-}
-
 /// A number from `--stats`: the one after `key` (e.g. `stale_entry: `).
 fn stat(stderr: &str, key: &str) -> u64 {
     stderr
@@ -212,14 +205,11 @@ fn a_send_entered_before_a_window_never_pairs_with_a_return_inside_it() {
     let port = 5331;
     let dir = TempDir::new("host_win_stale");
     let samples = dir.0.join("samples.jsonl");
-    let p = port.to_string();
-    let probe = HostProbe::start(
+    let probe = HostProbe::on_port(
         &dir.0,
+        port,
+        "0",
         &[
-            "--port",
-            &p,
-            "--sample-bytes",
-            "0",
             "--sample-window",
             "50ms",
             "--sample-window-every",
@@ -320,19 +310,7 @@ fn truth(writes: &[Call], reads: &[Call]) -> Vec<(u64, u64, bool)> {
 
 fn hold_run(pair: &Pair, port: u16, hold: &str) -> (Value, Vec<(u64, u64, bool)>, String) {
     let dir = TempDir::new("host_hold");
-    let p = port.to_string();
-    let probe = HostProbe::start(
-        &dir.0,
-        &[
-            "--port",
-            &p,
-            "--sample-bytes",
-            "0",
-            "--hold",
-            hold,
-            "--stats",
-        ],
-    );
+    let probe = HostProbe::on_port(&dir.0, port, "0", &["--hold", hold, "--stats"]);
     // 4 KiB every 4 ms to a reader that comes back every 0-400 ms: bytes
     // wait up to 400 ms in its receive queue.
     let (writes, reads) = traffic(
@@ -424,15 +402,13 @@ fn window_phase_is_random_so_periodic_traffic_is_sampled_at_the_window_share() {
     let pair = Pair::new();
     let (port, steady) = (5334, 5335);
     let dir = TempDir::new("host_win_phase");
-    let probe = HostProbe::start(
+    let probe = HostProbe::on_port(
         &dir.0,
+        port,
+        "0",
         &[
             "--port",
-            &port.to_string(),
-            "--port",
             &steady.to_string(),
-            "--sample-bytes",
-            "0",
             "--sample-window",
             "40ms",
             "--sample-window-every",
@@ -440,45 +416,7 @@ fn window_phase_is_random_so_periodic_traffic_is_sampled_at_the_window_share() {
             "--stats",
         ],
     );
-    // One message per period on one connection (as a timer would send),
-    // one per ms on the other (for the early-vs-later T8).
-    const PERIODS: u32 = 75;
-    std::thread::scope(|sc| {
-        sc.spawn(|| {
-            traffic(
-                &pair,
-                steady,
-                Writing {
-                    chunk: 1000,
-                    gap: Duration::from_millis(1),
-                    sndbuf: None,
-                    run: Duration::from_millis(200) * PERIODS,
-                },
-                Reading {
-                    pause_ms: 0,
-                    rcvbuf: None,
-                },
-            )
-        });
-        let server: SocketAddr = format!("{SERVER_IP}:{port}").parse().unwrap();
-        let l = pair.s.run(|| TcpListener::bind(server).expect("bind"));
-        let reader = sc.spawn(move || {
-            let (mut c, _) = l.accept().expect("accept");
-            let mut buf = [0u8; 4096];
-            while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
-        });
-        pair.c.run(|| {
-            let mut c = TcpStream::connect(server).expect("connect");
-            c.set_nodelay(true).ok();
-            let start = Instant::now();
-            for k in 1..=PERIODS {
-                c.write_all(&[0x42; 100]).expect("write");
-                let next = start + Duration::from_millis(200) * k;
-                std::thread::sleep(next.saturating_duration_since(Instant::now()));
-            }
-        });
-        reader.join().expect("reader");
-    });
+    periodic_and_steady(&pair, port, steady);
     std::thread::sleep(Duration::from_millis(400));
     let (reports, err) = probe.stop_with_stderr();
     let r = the_report(&reports, port);
@@ -517,4 +455,48 @@ fn window_phase_is_random_so_periodic_traffic_is_sampled_at_the_window_share() {
         stat(early, "first 5 ms: ") > 0 && stat(early, "later: ") > 0,
         "{early}"
     );
+}
+
+/// Messages on [`periodic_and_steady`]'s periodic connection.
+const PERIODS: u32 = 75;
+
+/// One message per period on one connection (as a timer would send),
+/// one per ms on the other (for the early-vs-later T8).
+fn periodic_and_steady(pair: &Pair, port: u16, steady: u16) {
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            traffic(
+                pair,
+                steady,
+                Writing {
+                    chunk: 1000,
+                    gap: Duration::from_millis(1),
+                    sndbuf: None,
+                    run: Duration::from_millis(200) * PERIODS,
+                },
+                Reading {
+                    pause_ms: 0,
+                    rcvbuf: None,
+                },
+            )
+        });
+        let server: SocketAddr = format!("{SERVER_IP}:{port}").parse().unwrap();
+        let l = pair.s.run(|| TcpListener::bind(server).expect("bind"));
+        let reader = sc.spawn(move || {
+            let (mut c, _) = l.accept().expect("accept");
+            let mut buf = [0u8; 4096];
+            while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+        });
+        pair.c.run(|| {
+            let mut c = TcpStream::connect(server).expect("connect");
+            c.set_nodelay(true).ok();
+            let start = Instant::now();
+            for k in 1..=PERIODS {
+                c.write_all(&[0x42; 100]).expect("write");
+                let next = start + Duration::from_millis(200) * k;
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            }
+        });
+        reader.join().expect("reader");
+    });
 }

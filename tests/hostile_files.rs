@@ -177,6 +177,20 @@ fn a_config_others_can_change_is_refused_as_root() {
 /// Unmounts the scratch tmpfs even when the test fails.
 struct Mount(PathBuf);
 
+impl Mount {
+    /// A 1 MiB tmpfs mounted on `mnt` (made if missing), unmounted on drop.
+    fn tmpfs_1m(mnt: &Path) -> Mount {
+        std::fs::create_dir_all(mnt).unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "xdprobe-test"])
+            .arg(mnt)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount tmpfs");
+        Mount(mnt.to_path_buf())
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.0).status();
@@ -230,14 +244,7 @@ fn a_file_export_on_a_full_disk_keeps_whole_messages_and_fails_the_run() {
     // 20,000 biflow records: about 5 MB of IPFIX for a 1 MiB disk.
     write_udp_flows_pcap(&pcap, 20_000, 10);
     let mnt = d.0.join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let st = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "xdprobe-test"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(st.success(), "mount tmpfs");
-    let _guard = Mount(mnt.clone());
+    let _guard = Mount::tmpfs_1m(&mnt);
     let file = mnt.join("out.ipfix");
     let out = xdprobe()
         .arg("pcap")
@@ -317,14 +324,7 @@ fn a_running_export_survives_a_full_disk_and_counts_it_on_the_metrics() {
     use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
     let d = TempDir::new("fulldisk-live");
     let mnt = d.0.join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let st = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "xdprobe-test"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let _guard = Mount(mnt.clone());
+    let _guard = Mount::tmpfs_1m(&mnt);
     // Ballast to free later.
     std::fs::write(mnt.join("ballast"), vec![0u8; 256 << 10]).unwrap();
     let url = format!("file://{}", mnt.join("live.ipfix").display());

@@ -27,11 +27,7 @@ fn ja4_equals_foxio_vectors() {
     let dir = corpus_dir().join("l7");
     let text = std::fs::read_to_string(dir.join("foxio_ja4.expected.tsv")).expect("vectors");
     let mut by_file: std::collections::BTreeMap<&str, Vec<Vec<&str>>> = Default::default();
-    for line in text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-    {
-        let f: Vec<&str> = line.split('\t').collect();
+    for (line, f) in tsv_rows(&text) {
         assert_eq!(f.len(), 8, "{line}");
         by_file.entry(f[0]).or_default().push(f);
     }

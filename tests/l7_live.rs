@@ -152,14 +152,24 @@ fn l7_live_equals_offline_and_tshark() {
         ],
     );
 
-    // Live = offline, flow by flow, key by key.
-    let (l, o) = (l7_by_flow(&live), l7_by_flow(&offline));
+    check_live_equals_offline(&live, &offline);
+    check_offline_against_tshark(&cap, &offline);
+    check_what_was_sent(&offline, quic);
+}
+
+/// Live = offline, flow by flow, key by key.
+fn check_live_equals_offline(live: &[Value], offline: &[Value]) {
+    let (l, o) = (l7_by_flow(live), l7_by_flow(offline));
     for (k, v) in &o {
         if v.iter().any(|(f, x)| f != "app" && !x.is_null()) {
             assert_eq!(l.get(k), Some(v), "flow {k}: live vs offline");
         }
     }
+}
 
+/// Offline = tshark, but where a named rule says why not (docs/l7.md),
+/// and each rule's difference shows.
+fn check_offline_against_tshark(cap: &std::path::Path, offline: &[Value]) {
     // Offline = tshark, but where a named rule says why not (docs/l7.md):
     // the per-transaction response time starts at the request's last
     // packet, which tshark (each message at its first segment, to time
@@ -175,7 +185,7 @@ fn l7_live_equals_offline_and_tshark() {
             r["http_host"] == "pipe.xdprobe.test"
         }),
     ];
-    let (n, diffs) = oracle::diffs(&cap, &offline);
+    let (n, diffs) = oracle::diffs(cap, offline);
     let mut fired = [false; 3];
     for d in &diffs {
         let rec = offline
@@ -196,44 +206,46 @@ fn l7_live_equals_offline_and_tshark() {
             "the {what} response time should differ from tshark's"
         );
     }
+}
 
-    // What was sent is there.
+/// What was sent is there.
+fn check_what_was_sent(offline: &[Value], quic: bool) {
     let app = |a: &'static str| move |r: &Value| r["app"] == a;
-    assert!(count(&offline, app("tls/h2")) >= 1, "TLS 1.3 (h2 offered)");
+    assert!(count(offline, app("tls/h2")) >= 1, "TLS 1.3 (h2 offered)");
     assert!(
-        count(&offline, |r| r["tls_cert_cn"] == "www.xdprobe.test") == 1,
+        count(offline, |r| r["tls_cert_cn"] == "www.xdprobe.test") == 1,
         "TLS 1.2 certificate"
     );
     assert!(
-        count(&offline, |r| r["http_requests"].as_u64() >= Some(4)) == 1,
+        count(offline, |r| r["http_requests"].as_u64() >= Some(4)) == 1,
         "keep-alive"
     );
     assert!(
-        count(&offline, |r| r["http_host"] == "pipe.xdprobe.test"
+        count(offline, |r| r["http_host"] == "pipe.xdprobe.test"
             && r["http_requests"] == 3)
             == 1
     );
     assert!(
-        count(&offline, |r| r["http_target"] == "/split-request") == 1,
+        count(offline, |r| r["http_target"] == "/split-request") == 1,
         "split head"
     );
     assert!(
-        count(&offline, |r| r["http_srt_max_us"].as_u64() >= Some(50_000)) >= 1,
+        count(offline, |r| r["http_srt_max_us"].as_u64() >= Some(50_000)) >= 1,
         "/slow"
     );
-    assert!(count(&offline, |r| r["dns_rcode_nxdomain"] == 1) == 1);
+    assert!(count(offline, |r| r["dns_rcode_nxdomain"] == 1) == 1);
     assert!(
-        count(&offline, |r| r["proto"] == 6 && r["app"] == "dns") == 1,
+        count(offline, |r| r["proto"] == 6 && r["app"] == "dns") == 1,
         "DNS over TCP"
     );
     if quic {
         assert_eq!(
-            count(&offline, |r| r["quic_sni"] == "quic.xdprobe.test"),
+            count(offline, |r| r["quic_sni"] == "quic.xdprobe.test"),
             3,
             "QUIC"
         );
         assert_eq!(
-            count(&offline, |r| r["quic_version"] == "0x6b3343cf"),
+            count(offline, |r| r["quic_version"] == "0x6b3343cf"),
             1,
             "QUIC v2"
         );

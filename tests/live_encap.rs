@@ -162,24 +162,48 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
     let pcap = tmp.0.join("sent.pcap");
     write_pcap(&pcap, &frames);
 
+    let (m, live) = capture_live(&tmp.0, &frames);
+    let xdp_lines: Vec<&str> = m
+        .lines()
+        .filter(|l| l.starts_with("xdprobe_xdp_packets_total"))
+        .collect();
+    eprintln!(
+        "{} frames sent ({} encapsulations, {} past a limit, 1 ARP); XDP: {xdp_lines:?}",
+        frames.len(),
+        ALL.len(),
+        beyond.len()
+    );
+
+    check_counters(&m, frames.len() as u64, &beyond);
+    let live = check_sent(&live);
+    check_file(&pcap, &live, &beyond);
+    let live_records: Vec<Value> = live.into_values().collect();
+    if require_tool("tshark") {
+        check_against_tshark(&pcap, &live_records);
+    }
+}
+
+/// Sends `frames` through a veth to `xdprobe run` on its peer: the
+/// metrics once the workers have read every frame meant for them (or
+/// after 10 s), and the records.
+fn capture_live(dir: &std::path::Path, frames: &[Vec<u8>]) -> (String, Vec<Value>) {
     let tx = NetNs::new("ent");
     let p = NetNs::new("enp");
     veth(&tx, TX_DEV, &p, PROBE_DEV, VethOpts::default());
     p.exec(&["ip", "link", "set", PROBE_DEV, "promisc", "on"]);
     let probe = Probe::start(
         &p,
-        &tmp.0,
+        dir,
         &ProbeOpts {
             iface: PROBE_DEV,
             metrics_port: 19491,
             ..ProbeOpts::default()
         },
     );
-    tx.run(|| send_raw(TX_DEV, &frames));
+    tx.run(|| send_raw(TX_DEV, frames));
 
     // Everything but the ARP frame goes to a worker.
     let to_workers = (frames.len() - 1) as u64;
-    let xdp = |m: &str, r: &str| metric(m, "xdprobe_xdp_packets_total", &format!("result=\"{r}\""));
     // Until the workers have read every frame meant for them, or 10 s: a
     // frame the XDP program drops never arrives, and the assertions below
     // say which counter took it.
@@ -195,45 +219,46 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
         status.success(),
         "xdprobe run exits 0 on SIGTERM: {status}\n{log}"
     );
-    let xdp_lines: Vec<&str> = m
-        .lines()
-        .filter(|l| l.starts_with("xdprobe_xdp_packets_total"))
-        .collect();
-    eprintln!(
-        "{} frames sent ({} encapsulations, {} past a limit, 1 ARP); XDP: {xdp_lines:?}",
-        frames.len(),
-        ALL.len(),
-        beyond.len()
-    );
+    (m, live)
+}
 
+/// What the XDP program and the workers counted: every frame seen, the
+/// ARP one not IP, the pseudowire's and the too-deep stacks unclassified,
+/// the rest redirected, one parse drop per frame past a limit.
+fn check_counters(m: &str, sent: u64, beyond: &[(&str, Vec<u8>)]) {
+    let to_workers = sent - 1;
+    let xdp = |m: &str, r: &str| metric(m, "xdprobe_xdp_packets_total", &format!("result=\"{r}\""));
     let per_flow = (C2S + S2C) as u64;
-    assert_eq!(xdp(&m, "seen"), frames.len() as u64, "{m}");
-    assert_eq!(xdp(&m, "non_ip"), 1, "only the ARP frame is not IP: {m}");
+    assert_eq!(xdp(m, "seen"), sent, "{m}");
+    assert_eq!(xdp(m, "non_ip"), 1, "only the ARP frame is not IP: {m}");
     // The pseudowire's frames, and the VLAN and MPLS stacks too deep.
-    assert_eq!(xdp(&m, "unclassified"), per_flow + 2, "{m}");
-    assert_eq!(xdp(&m, "redirected"), to_workers, "{m}");
+    assert_eq!(xdp(m, "unclassified"), per_flow + 2, "{m}");
+    assert_eq!(xdp(m, "redirected"), to_workers, "{m}");
     assert_eq!(
-        (xdp(&m, "filtered"), xdp(&m, "redirect_failed")),
+        (xdp(m, "filtered"), xdp(m, "redirect_failed")),
         (0, 0),
         "{m}"
     );
     assert_eq!(
-        metric(&m, "xdprobe_worker_rx_frames_total", ""),
+        metric(m, "xdprobe_worker_rx_frames_total", ""),
         to_workers,
         "{m}"
     );
     let drops = "xdprobe_worker_parse_drops_total";
-    assert_eq!(metric(&m, drops, ""), beyond.len() as u64, "{m}");
-    for (reason, _) in &beyond {
+    assert_eq!(metric(m, drops, ""), beyond.len() as u64, "{m}");
+    for (reason, _) in beyond {
         assert_eq!(
-            metric(&m, drops, &format!("reason=\"{reason}\"")),
+            metric(m, drops, &format!("reason=\"{reason}\"")),
             1,
             "{reason}: {m}"
         );
     }
+}
 
-    // What was sent: one flow per encapsulation, 3 + 2 packets.
-    let live = comparable(&live);
+/// What was sent: one flow per encapsulation, 3 + 2 packets; returns
+/// the records keyed for comparison.
+fn check_sent(live: &[Value]) -> BTreeMap<String, Value> {
+    let live = comparable(live);
     assert_eq!(
         live.len(),
         ALL.len(),
@@ -249,9 +274,13 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
     let mut vlans: Vec<_> = live.values().filter_map(|r| r["vlan"].as_u64()).collect();
     vlans.sort_unstable();
     assert_eq!(vlans, [10, 100, 200, 400], "outermost tags: {live:#?}");
+    live
+}
 
-    // What the parser makes of the same frames from a file.
-    let (file, file_drops) = pcap_run(&pcap);
+/// What the parser makes of the same frames from a file: the same
+/// flows, the same drops and the ARP frame's.
+fn check_file(pcap: &std::path::Path, live: &BTreeMap<String, Value>, beyond: &[(&str, Vec<u8>)]) {
+    let (file, file_drops) = pcap_run(pcap);
     let file = comparable(&file);
     let live_keys: Vec<_> = live.keys().collect();
     let file_keys: Vec<_> = file.keys().collect();
@@ -259,7 +288,7 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
         live_keys, file_keys,
         "the same flows live and from the file"
     );
-    for (k, r) in &live {
+    for (k, r) in live {
         assert_eq!(Some(r), file.get(k), "{k}: live vs file");
     }
     let mut want: BTreeMap<String, u64> = beyond.iter().map(|(r, _)| (r.to_string(), 1)).collect();
@@ -268,9 +297,4 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
         file_drops, want,
         "the file's drops: the same, and the ARP frame"
     );
-
-    let live_records: Vec<Value> = live.into_values().collect();
-    if require_tool("tshark") {
-        check_against_tshark(&pcap, &live_records);
-    }
 }

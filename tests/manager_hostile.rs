@@ -147,6 +147,18 @@ fn wait_metrics(rig: &Rig, what: &str, f: impl Fn(&str) -> bool) -> String {
 /// Three ways of speaking as agent "a" without a's key, from namespace B:
 /// plaintext, a fleet certificate of another name (mallory's), and a
 /// certificate naming "a" from another CA. Each is closed by the manager.
+/// The TLS files of mallory, an agent with a valid certificate of the
+/// fleet.
+fn mallory(rig: &Rig) -> TlsFiles {
+    let pki = |f: &str| rig.path(&format!("pki/{f}"));
+    TlsFiles {
+        cert: pki("agent-mallory.pem"),
+        key: pki("agent-mallory.key"),
+        ca: Some(pki("ca.pem")),
+        pinned: vec![],
+    }
+}
+
 fn attacks_as_a(rig: &Rig) {
     // 1. Plaintext HELLO as "a", then events: the TLS handshake fails.
     let mut plain = connect_from(&rig.b);
@@ -156,13 +168,7 @@ fn attacks_as_a(rig: &Rig) {
     assert!(closed_by_manager(&mut plain), "plaintext stays open");
 
     // 2. A valid certificate of the fleet (mallory's) claiming to be "a".
-    let pki = |f: &str| rig.path(&format!("pki/{f}"));
-    let mallory = TlsFiles {
-        cert: pki("agent-mallory.pem"),
-        key: pki("agent-mallory.key"),
-        ca: Some(pki("ca.pem")),
-        pinned: vec![],
-    };
+    let mallory = mallory(rig);
     let mut s = tls_from(&rig.b, &mallory, &hello("a", None));
     let _ = s.write_all(&events(1600));
     assert!(
@@ -187,7 +193,7 @@ fn attacks_as_a(rig: &Rig) {
     let forged = TlsFiles {
         cert: other.join("agent-a.pem"),
         key: other.join("agent-a.key"),
-        ca: Some(pki("ca.pem")),
+        ca: Some(rig.path("pki/ca.pem")),
         pinned: vec![],
     };
     let mut s = tls_from(&rig.b, &forged, &hello("a", None));
@@ -285,13 +291,7 @@ fn a_hello_cannot_point_the_clock_probes_elsewhere() {
     let _serial = host_support::serial();
     let rig = Rig::new(Middle::Linux);
     let m = rig.manager(&format!("sync_interval = \"200ms\"\n{}", metrics_section()));
-    let pki = |f: &str| rig.path(&format!("pki/{f}"));
-    let mallory = TlsFiles {
-        cert: pki("agent-mallory.pem"),
-        key: pki("agent-mallory.key"),
-        ca: Some(pki("ca.pem")),
-        pinned: vec![],
-    };
+    let mallory = mallory(&rig);
     // A genuine agent of the fleet, naming a third party as its responder.
     let mut s = tls_from(&rig.b, &mallory, &hello("mallory", Some("192.0.2.77:7461")));
     let t = wait_metrics(&rig, "the redirect refused", |t| {
@@ -361,13 +361,7 @@ fn idle_sockets_and_bad_stats_cannot_lock_an_agent_out() {
     drop(idle);
 
     // An authenticated agent sending impossible counters.
-    let pki = |f: &str| rig.path(&format!("pki/{f}"));
-    let mallory = TlsFiles {
-        cert: pki("agent-mallory.pem"),
-        key: pki("agent-mallory.key"),
-        ca: Some(pki("ca.pem")),
-        pinned: vec![],
-    };
+    let mallory = mallory(&rig);
     let mut bytes = hello("mallory", None);
     proto::encode_stats(
         &AgentStats {

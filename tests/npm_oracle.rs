@@ -282,6 +282,21 @@ fn check_tcp(
     rep: &mut Report,
 ) {
     let adj = rules::tcp_exceptions(flow, pkts, client, hits);
+    check_tcp_counters(tag, o, recs, client, &adj, rep);
+    check_tcp_rtt(tag, o, recs, &adj, rep);
+    check_tcp_tls_srt(tag, o, recs, rep);
+}
+
+/// Each direction's retransmission classes and analysis counters, the
+/// oracle's moved by the named rules.
+fn check_tcp_counters(
+    tag: &str,
+    o: &Value,
+    recs: &[Value],
+    client: &str,
+    adj: &rules::TcpAdjust,
+    rep: &mut Report,
+) {
     let first = &recs[0];
     let same = endpoint(&first["client_addr"], &first["client_port"]) == client;
     for (i, od) in ["c2s", "s2c"].into_iter().enumerate() {
@@ -321,7 +336,11 @@ fn check_tcp(
         rep.zero_window += t("zero_window");
         rep.window_full += t("window_full");
     }
+}
 
+/// The handshake RTT in every record from the one holding the handshake
+/// ACK on, and the handshake values as of the flow's last record.
+fn check_tcp_rtt(tag: &str, o: &Value, recs: &[Value], adj: &rules::TcpAdjust, rep: &mut Report) {
     let irtt = match adj.rtt_override {
         Some(rtt) => rtt.map(|ns| rules::us(ns) as f64),
         None if adj.rtt_from_rst => None,
@@ -359,7 +378,13 @@ fn check_tcp(
             opt(&hs["client_nt_us"]),
         );
     }
+}
 
+/// The TLS decision, and plain TCP's SRT against the oracle's first turn.
+fn check_tcp_tls_srt(tag: &str, o: &Value, recs: &[Value], rep: &mut Report) {
+    let first = &recs[0];
+    let last = &recs[recs.len() - 1];
+    let hs = &o["handshake"];
     // TLS: decided on the client's first payload segment, which must start
     // a TLS handshake record (tshark's decoding, heuristics included, so
     // any port); a TLS connection picked up mid-stream is plain TCP here.

@@ -104,10 +104,21 @@ fn bulk_tcp_trails_run_through_gso_segmentation_and_queueing_is_backlog_over_rat
             .unwrap_or_default()
             .contains("tracing")
     });
+    let samples = shaped_bulk(&pair);
+    signal(tracer.id(), libc::SIGTERM);
+    assert!(wait_exit(&mut tracer, Duration::from_secs(60), "the tracer").success());
+    let err = std::fs::read_to_string(&log).unwrap_or_default();
+    let stats = err.lines().find(|l| l.starts_with("trails:")).unwrap_or("");
+    check_report(&trails, &samples, stats);
+}
+
+/// Bulk TCP for 4 s through the shaper to a receiver with a bounded
+/// window, the qdisc sampled from empty to empty.
+fn shaped_bulk(pair: &Pair) -> Vec<(u64, u64, u64)> {
     let server: SocketAddr = format!("{SERVER_IP}:{PORT}").parse().unwrap();
     let stop = AtomicBool::new(false);
     let (tx, rx) = std::sync::mpsc::channel();
-    let samples = std::thread::scope(|sc| {
+    std::thread::scope(|sc| {
         let sampler = sc.spawn(|| sample_qdisc(&pair.c.name, &stop));
         sc.spawn(|| {
             pair.s.enter_current_thread();
@@ -148,15 +159,14 @@ fn bulk_tcp_trails_run_through_gso_segmentation_and_queueing_is_backlog_over_rat
         std::thread::sleep(Duration::from_millis(500));
         stop.store(true, Ordering::Relaxed);
         sampler.join().expect("sampler")
-    });
-    signal(tracer.id(), libc::SIGTERM);
-    assert!(wait_exit(&mut tracer, Duration::from_secs(60), "the tracer").success());
-    let err = std::fs::read_to_string(&log).unwrap_or_default();
-    let stats = err.lines().find(|l| l.starts_with("trails:")).unwrap_or("");
+    })
+}
 
-    // Little's law over the whole transfer (the queue empty at both ends):
-    // the mean time a byte waits is the mean backlog over the bytes sent
-    // per second, both from the qdisc's own counters.
+/// Little's law over the whole transfer (the queue empty at both ends):
+/// the mean time a byte waits is the mean backlog over the bytes sent per
+/// second, both from the qdisc's own counters. Returns (seconds, bytes per
+/// second, backlog-seconds, expected mean queueing in µs).
+fn littles_law(samples: &[(u64, u64, u64)]) -> (f64, f64, f64, f64) {
     let (first, last) = (samples[0], samples[samples.len() - 1]);
     assert_eq!((first.2, last.2), (0, 0), "sampled from empty to empty");
     let secs = (last.0 - first.0) as f64 / 1e9;
@@ -167,7 +177,14 @@ fn bulk_tcp_trails_run_through_gso_segmentation_and_queueing_is_backlog_over_rat
         .map(|w| w[0].2 as f64 * (w[1].0 - w[0].0) as f64 / 1e9)
         .sum();
     let expect_us = area / secs / rate * 1e6;
+    (secs, rate, area, expect_us)
+}
 
+/// The trace report's queueing against the qdisc's: segments cut,
+/// queueing measured on nearly every trail, the path from the hand-off to
+/// the device, the mean within 10 % of Little's law.
+fn check_report(trails: &std::path::Path, samples: &[(u64, u64, u64)], stats: &str) {
+    let (secs, rate, area, expect_us) = littles_law(samples);
     let out = Command::new(env!("CARGO_BIN_EXE_xdprobe"))
         .args(["trace", "report", trails.to_str().unwrap(), "--json"])
         .output()

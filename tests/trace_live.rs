@@ -14,69 +14,18 @@
 //! Needs root; skips loudly otherwise (never under CI=true).
 
 mod live_support;
+mod trace_support;
 
 use std::collections::BTreeSet;
 use std::net::UdpSocket;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use live_support::topo::{ChildGuard, TempDir, signal, spawn_in, wait_exit, wait_for};
-use live_support::{NetNs, VethOpts, addr, neigh, require_root, veth};
+use live_support::require_root;
+use live_support::topo::{ChildGuard, TempDir, spawn_in, wait_for};
 use serde_json::Value;
-
-const XDPROBE: &str = env!("CARGO_BIN_EXE_xdprobe");
-const A_IP: &str = "198.51.100.1";
-const B_IP: &str = "198.51.100.2";
-const A_DEV: &str = "ta0";
-const B_DEV: &str = "tb0";
-
-/// The tests count attached programs: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn xdprobe(args: &[&str]) -> Output {
-    Command::new(XDPROBE)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running xdprobe")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn tracefs() -> &'static Path {
-    for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
-        if Path::new(p).join("events").is_dir() {
-            return Path::new(p);
-        }
-    }
-    // xdprobe mounts it when missing; the list test runs it first.
-    Path::new("/sys/kernel/tracing")
-}
-
-/// Does this format file (read here, not by xdprobe's parser) declare an
-/// 8-byte pointer field named skbaddr, skb_addr or skb?
-fn format_has_skb(format: &str) -> bool {
-    format.lines().any(|l| {
-        let Some(decl) = l.trim().strip_prefix("field:") else {
-            return false;
-        };
-        let mut parts = decl.split(';').map(str::trim);
-        let d = parts.next().unwrap_or("");
-        let sized8 = parts.any(|p| p == "size:8");
-        let name = d.rsplit([' ', '*']).next().unwrap_or("");
-        sized8 && d.contains('*') && matches!(name, "skbaddr" | "skb_addr" | "skb")
-    })
-}
+use trace_support::*;
 
 #[test]
 fn list_agrees_with_tracefs_and_kallsyms() {
@@ -105,37 +54,9 @@ fn list_agrees_with_tracefs_and_kallsyms() {
         }
     }
 
-    // Tracepoints and their skb fields, counted from tracefs directly.
-    let (mut want_tps, mut want_skb) = (0usize, 0usize);
-    for sys in std::fs::read_dir(tracefs().join("events"))
-        .unwrap()
-        .flatten()
-    {
-        let Ok(evs) = std::fs::read_dir(sys.path()) else {
-            continue;
-        };
-        for ev in evs.flatten() {
-            let f = ev.path().join("format");
-            if f.is_file() {
-                want_tps += 1;
-                if format_has_skb(&std::fs::read_to_string(&f).unwrap_or_default()) {
-                    want_skb += 1;
-                }
-            }
-        }
-    }
-    // Function symbols: unique text-symbol names in kallsyms, less the
-    // JIT images of loaded BPF programs (module [bpf]), which come and go.
+    let (want_tps, want_skb) = tracefs_counts();
     let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap();
-    let want_funcs: BTreeSet<&str> = kallsyms
-        .lines()
-        .filter(|l| !l.ends_with("[bpf]"))
-        .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            let (_, ty, name) = (it.next()?, it.next()?, it.next()?);
-            (ty == "t" || ty == "T").then_some(name)
-        })
-        .collect();
+    let want_funcs = kallsyms_functions(&kallsyms);
     eprintln!(
         "list: {tps} tracepoints ({tps_skb} with an skb), {} functions; tracefs {want_tps} ({want_skb}), kallsyms {}",
         funcs.len(),
@@ -168,41 +89,6 @@ fn list_agrees_with_tracefs_and_kallsyms() {
         .map(|l| l.split_whitespace().nth(1).unwrap().to_owned())
         .collect();
     assert_eq!(names, ["qdisc:qdisc_dequeue", "qdisc:qdisc_enqueue"]);
-}
-
-/// Ids of loaded programs named `trace_point` and of perf links to them.
-fn attached() -> (BTreeSet<u64>, BTreeSet<u64>) {
-    let progs: Value = serde_json::from_slice(
-        &Command::new("bpftool")
-            .args(["-j", "prog", "show"])
-            .output()
-            .expect("bpftool prog show")
-            .stdout,
-    )
-    .unwrap_or(Value::Array(vec![]));
-    let ids: BTreeSet<u64> = progs
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["name"] == "trace_point")
-        .filter_map(|p| p["id"].as_u64())
-        .collect();
-    let links: Value = serde_json::from_slice(
-        &Command::new("bpftool")
-            .args(["-j", "link", "show"])
-            .output()
-            .expect("bpftool link show")
-            .stdout,
-    )
-    .unwrap_or(Value::Array(vec![]));
-    let lids = links
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|l| l["prog_id"].as_u64().is_some_and(|p| ids.contains(&p)))
-        .filter_map(|l| l["id"].as_u64())
-        .collect();
-    (ids, lids)
 }
 
 #[test]
@@ -240,31 +126,25 @@ fn missing_points_are_clear_errors_and_nothing_stays_attached() {
     // A run that attached, stopped by SIGTERM: every link goes with it.
     let dir = TempDir::new("trace-term");
     let log = dir.0.join("run.log");
-    let mut child = Command::new(XDPROBE)
-        .args([
-            "trace",
-            "run",
+    let mut child = spawn_trace(
+        &[
             "--points",
             "net:*,skb:*,qdisc:*",
             "--duration",
             "30s",
-        ])
-        .args(["--flow", "udp port 9", "--out"])
-        .arg(dir.0.join("t.jsonl"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+            "--flow",
+            "udp port 9",
+        ],
+        &dir.0.join("t.jsonl"),
+        &log,
+    );
     let mut during = (BTreeSet::new(), BTreeSet::new());
     wait_for(Duration::from_secs(20), "the tracer to attach", || {
         during = attached();
         during.1.len() > before.1.len() + 10
     });
     let new_links = during.1.difference(&before.1).count();
-    signal(child.id(), libc::SIGTERM);
-    let st = wait_exit(&mut child, Duration::from_secs(10), "trace run");
-    assert!(st.success(), "{}", std::fs::read_to_string(&log).unwrap());
+    stop_trace(&mut child, &log);
     // The kernel frees links and programs after an RCU grace period.
     wait_for(
         Duration::from_secs(5),
@@ -272,143 +152,6 @@ fn missing_points_are_clear_errors_and_nothing_stays_attached() {
         || attached() == before,
     );
     eprintln!("SIGTERM run: {new_links} links while running, none after");
-}
-
-/// Two namespaces joined by a veth, static neighbours, offloads off.
-struct Pair {
-    a: NetNs,
-    b: NetNs,
-}
-
-fn pair() -> Pair {
-    let a = NetNs::new("tra");
-    let b = NetNs::new("trb");
-    veth(&a, A_DEV, &b, B_DEV, VethOpts::default());
-    addr(&a, A_DEV, &format!("{A_IP}/24"));
-    addr(&b, B_DEV, &format!("{B_IP}/24"));
-    let (ma, mb) = (a.mac(A_DEV), b.mac(B_DEV));
-    neigh(&a, A_DEV, B_IP, &mb);
-    neigh(&b, B_DEV, A_IP, &ma);
-    Pair { a, b }
-}
-
-fn ns_inode(ns: &NetNs) -> u64 {
-    std::fs::metadata(format!("/run/netns/{}", ns.name))
-        .unwrap()
-        .ino()
-}
-
-struct Run {
-    report: Value,
-    rtt_p50_us: f64,
-    sent: u64,
-    replies: u64,
-    trails: Vec<Value>,
-}
-
-/// Sends probes from A to B's listener and reports them.
-fn echo(p: &Pair, dir: &Path, tag: &str, rate: u32, count: u32) -> Run {
-    let out = dir.join(format!("{tag}.jsonl"));
-    let o =
-        p.a.command(XDPROBE)
-            .args(["trace", "echo", "--send", &format!("{B_IP}:7")])
-            .args(["--rate", &rate.to_string(), "--count", &count.to_string()])
-            .args(["--idle", "300ms", "--wait", "300ms", "--stats", "--out"])
-            .arg(&out)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-    let err = text(&o.stderr);
-    assert!(o.status.success(), "{tag}: {err}");
-    eprintln!(
-        "{tag}: {}",
-        err.lines()
-            .filter(|l| !l.contains("INFO"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    let line = err.lines().find(|l| l.starts_with("probes:")).unwrap();
-    let num_before = |word: &str| -> f64 {
-        let i = line.find(word).unwrap();
-        line[..i]
-            .split_whitespace()
-            .last()
-            .unwrap()
-            .trim_end_matches(',')
-            .parse()
-            .unwrap()
-    };
-    let p50 = line
-        .split("p50 ")
-        .nth(1)
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap();
-    let rep = xdprobe(&["trace", "report", "--json", out.to_str().unwrap()]);
-    assert!(rep.status.success(), "{}", text(&rep.stderr));
-    let trails = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    Run {
-        report: serde_json::from_slice(&rep.stdout).unwrap(),
-        rtt_p50_us: p50.parse().unwrap(),
-        sent: num_before("sent") as u64,
-        replies: num_before("replies") as u64,
-        trails,
-    }
-}
-
-fn group<'a>(r: &'a Value, name: &str) -> &'a Value {
-    r["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == name)
-        .unwrap_or_else(|| panic!("no {name} group in {r}"))
-}
-
-fn path(g: &Value) -> Vec<String> {
-    g["common_path"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_str().unwrap().to_owned())
-        .collect()
-}
-
-/// `want` appears in `path` in this order (other points may lie between).
-fn in_order(path: &[String], want: &[&str]) -> bool {
-    let mut it = path.iter();
-    want.iter().all(|w| it.any(|p| p == w))
-}
-
-/// p50 (µs) of each step of the group's common path, by (from, to).
-fn step_p50s(g: &Value) -> Vec<((String, String), f64)> {
-    g["path_steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            (
-                (
-                    s["from"].as_str().unwrap().to_owned(),
-                    s["to"].as_str().unwrap().to_owned(),
-                ),
-                s["p50_us"].as_f64().unwrap(),
-            )
-        })
-        .collect()
-}
-
-/// The tbf's backlog in bytes, from `tc -s -j qdisc show` (the text
-/// form rounds a backlog within 16 B of a multiple of 1024 to `NKb`).
-fn backlog_bytes(ns: &NetNs) -> Option<u64> {
-    let out = ns.exec(&["tc", "-s", "-j", "qdisc", "show", "dev", A_DEV]);
-    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-    v[0]["backlog"].as_u64()
 }
 
 #[test]
@@ -419,6 +162,17 @@ fn echo_paths_and_tbf_queueing() {
     let _g = serial();
     let dir = TempDir::new("trace-echo");
     let p = pair();
+    let _listener = start_echo(&p, &dir.0);
+    let (ia, ib) = (ns_inode(&p.a), ns_inode(&p.b));
+    let base = echo(&p, &dir.0, "baseline", 200, 300);
+    check_baseline_paths(&base);
+    check_baseline_trails(&base, ia, ib);
+    let (shaped, backlog) = shaped_echo(&p, &dir.0);
+    check_shaped(&base, &shaped, &backlog);
+}
+
+/// A qdisc that never shapes on A, B's echo listener up.
+fn start_echo(p: &Pair, dir: &Path) -> ChildGuard {
     // A qdisc that never shapes (10 Gbit/s), so the baseline path has the
     // qdisc steps too (a veth has no qdisc by default).
     p.a.exec(&[
@@ -436,9 +190,9 @@ fn echo_paths_and_tbf_queueing() {
             "--duration",
             "60s",
         ],
-        &dir.0.join("listen.log"),
+        &dir.join("listen.log"),
     );
-    let _listener = ChildGuard::new(listener);
+    let listener = ChildGuard::new(listener);
     wait_for(
         Duration::from_secs(10),
         "the echo listener on udp 7",
@@ -447,44 +201,35 @@ fn echo_paths_and_tbf_queueing() {
             ss.is_ok_and(|o| !o.stdout.is_empty())
         },
     );
-    let (ia, ib) = (ns_inode(&p.a), ns_inode(&p.b));
+    listener
+}
 
-    // ---- baseline ----
-    let base = echo(&p, &dir.0, "baseline", 200, 300);
+/// The request's way from A's socket into B, through A's qdisc.
+const REQUEST_STEPS: [&str; 7] = [
+    "net:net_dev_queue",
+    "qdisc:qdisc_enqueue",
+    "qdisc:qdisc_dequeue",
+    "net:net_dev_start_xmit",
+    "net:netif_rx",
+    "net:net_dev_xmit",
+    "net:netif_receive_skb",
+];
+
+/// The baseline's common paths: the request through A's qdisc to B, the
+/// reply back through B's veth, which has no qdisc; nearly every request
+/// trail took the request's steps.
+fn check_baseline_paths(base: &Run) {
     assert_eq!((base.sent, base.replies), (300, 300));
     let req = group(&base.report, "request");
     let rep = group(&base.report, "reply");
     let rp = path(req);
     eprintln!("request path: {}", rp.join(" → "));
     eprintln!("reply path: {}", path(rep).join(" → "));
-    assert!(
-        in_order(
-            &rp,
-            &[
-                "net:net_dev_queue",
-                "qdisc:qdisc_enqueue",
-                "qdisc:qdisc_dequeue",
-                "net:net_dev_start_xmit",
-                "net:netif_rx",
-                "net:net_dev_xmit",
-                "net:netif_receive_skb",
-            ]
-        ),
-        "{rp:?}"
-    );
+    assert!(in_order(&rp, &REQUEST_STEPS), "{rp:?}");
     // Nearly every request trail took those steps in that order. (Not
     // necessarily the exact common path: a busy machine frees more skbs
     // by recycling, whose trails end `reused` without `consume_skb`; 124
     // of 300 did once.)
-    let request_steps = [
-        "net:net_dev_queue",
-        "qdisc:qdisc_enqueue",
-        "qdisc:qdisc_dequeue",
-        "net:net_dev_start_xmit",
-        "net:netif_rx",
-        "net:net_dev_xmit",
-        "net:netif_receive_skb",
-    ];
     let requests: Vec<&Value> = base
         .trails
         .iter()
@@ -501,7 +246,7 @@ fn echo_paths_and_tbf_queueing() {
                         .collect()
                 })
                 .unwrap_or_default();
-            in_order(&points, &request_steps)
+            in_order(&points, &REQUEST_STEPS)
         })
         .count();
     eprintln!(
@@ -528,6 +273,11 @@ fn echo_paths_and_tbf_queueing() {
         ) && !pp.iter().any(|p| p.starts_with("qdisc:")),
         "reply leaves through B's veth, which has no qdisc: {pp:?}"
     );
+}
+
+/// Every baseline trail is a probe of this run, starting in A's namespace
+/// and reaching B's.
+fn check_baseline_trails(base: &Run, ia: u64, ib: u64) {
     // Every trail is a probe of this run (the flow filter ran in the
     // kernel), one per direction and sequence number; the request starts
     // in A's namespace and reaches B's.
@@ -553,15 +303,20 @@ fn echo_paths_and_tbf_queueing() {
         .find(|s| s["point"] == "net:netif_receive_skb")
         .unwrap();
     assert_eq!(rx["netns"].as_u64(), Some(ib), "{first_req}");
+}
 
-    // ---- shaped: 4 Mbit/s, queue kept full by a background flow ----
-    const RATE_BYTES: f64 = 4e6 / 8.0;
+/// Bytes per second of the shaper `shaped_echo` sets.
+const RATE_BYTES: f64 = 4e6 / 8.0;
+
+/// Echo probes through a 4 Mbit/s tbf kept full by a background flow;
+/// the backlog sampled during the run.
+fn shaped_echo(p: &Pair, dir: &Path) -> (Run, Vec<u64>) {
     p.a.exec(&[
         "tc", "qdisc", "replace", "dev", A_DEV, "root", "tbf", "rate", "4mbit", "burst", "5kb",
         "limit", "20kb",
     ]);
     let stop = AtomicBool::new(false);
-    let (shaped, backlog) = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         // 1000-byte datagrams to B's port 9 at 1.5× the shaper's rate,
         // bounded in time and count.
         s.spawn(|| {
@@ -593,11 +348,18 @@ fn echo_paths_and_tbf_queueing() {
             }
             v
         });
-        let run = echo(&p, &dir.0, "shaped", 100, 150);
+        let run = echo(p, dir, "shaped", 100, 150);
         stop.store(true, Ordering::Relaxed);
         let v = sampler.join().unwrap();
         (run, v)
-    });
+    })
+}
+
+/// The queueing step grew by backlog ÷ rate, and so did the sender's own
+/// round trip; no other step moved materially.
+fn check_shaped(base: &Run, shaped: &Run, backlog: &[u64]) {
+    let req = group(&base.report, "request");
+    let rep = group(&base.report, "reply");
     let mean_backlog = backlog.iter().sum::<u64>() as f64 / backlog.len().max(1) as f64;
     let expect_ms = mean_backlog / RATE_BYTES * 1e3;
     let sreq = group(&shaped.report, "request");
@@ -626,10 +388,30 @@ fn echo_paths_and_tbf_queueing() {
         "the sender's own RTT grew {rtt_growth_ms:.2} ms, the queueing step {:.2} ms",
         q1 - q0
     );
+    check_other_steps([(req, sreq), (rep, srep)], expect_ms);
+    assert!(in_order(
+        &path(sreq),
+        &[
+            "net:net_dev_queue",
+            "qdisc:qdisc_enqueue",
+            "qdisc:qdisc_dequeue",
+            "net:net_dev_start_xmit",
+            "net:netif_receive_skb"
+        ]
+    ));
+    // The background datagrams (port 9) never started a trail.
+    for t in &shaped.trails {
+        assert!(t["probe"].is_object(), "{t}");
+    }
+}
+
+/// Every other step of both paths (baseline, shaped) moved by far less
+/// than the queueing did.
+fn check_other_steps(pairs: [(&Value, &Value); 2], expect_ms: f64) {
     // Every other step of both paths moved by far less than the queueing
     // did (each well under 1 % of it).
     let limit_us = 0.01 * expect_ms * 1e3;
-    for (g0, g1) in [(req, sreq), (rep, srep)] {
+    for (g0, g1) in pairs {
         let s1 = step_p50s(g1);
         let mut compared = 0;
         for (k0, p0) in step_p50s(g0) {
@@ -663,20 +445,6 @@ fn echo_paths_and_tbf_queueing() {
         }
         assert!(compared >= 5, "{g0}\n{g1}");
     }
-    assert!(in_order(
-        &path(sreq),
-        &[
-            "net:net_dev_queue",
-            "qdisc:qdisc_enqueue",
-            "qdisc:qdisc_dequeue",
-            "net:net_dev_start_xmit",
-            "net:netif_receive_skb"
-        ]
-    ));
-    // The background datagrams (port 9) never started a trail.
-    for t in &shaped.trails {
-        assert!(t["probe"].is_object(), "{t}");
-    }
 }
 
 #[test]
@@ -690,43 +458,27 @@ fn drops_end_trails_with_the_kernels_reason() {
     let before = attached();
     let out = dir.0.join("drops.jsonl");
     let log = dir.0.join("run.log");
-    let mut child = Command::new(XDPROBE)
-        .args([
-            "trace",
-            "run",
+    let mut child = spawn_trace(
+        &[
             "--points",
             "net:*,skb:*",
             "--duration",
             "20s",
-        ])
-        .args([
             "--flow",
             &format!("udp and dst host {B_IP} and dst port 9"),
             "--idle",
             "300ms",
-            "--out",
-        ])
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+        ],
+        &out,
+        &log,
+    );
     wait_for(Duration::from_secs(20), "the tracer to attach", || {
         attached().1.len() >= before.1.len() + 10
     });
     // Nothing listens on B's port 9: UDP drops each datagram (no socket).
-    p.a.run(|| {
-        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
-        for i in 0..20u8 {
-            s.send_to(&[i; 32], (B_IP, 9)).unwrap();
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    });
+    send_to_port9(&p.a, 20, None);
     std::thread::sleep(Duration::from_millis(500));
-    signal(child.id(), libc::SIGTERM);
-    let st = wait_exit(&mut child, Duration::from_secs(10), "trace run");
-    assert!(st.success(), "{}", std::fs::read_to_string(&log).unwrap());
+    stop_trace(&mut child, &log);
     // The reason's number as the tracepoint itself prints it.
     let fmt = std::fs::read_to_string(tracefs().join("events/skb/kfree_skb/format")).unwrap();
     let i = fmt
@@ -740,11 +492,7 @@ fn drops_end_trails_with_the_kernels_reason() {
         .trim_end_matches(',')
         .parse()
         .unwrap();
-    let trails: Vec<Value> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let trails = read_trails(&out);
     let dropped: Vec<&Value> = trails.iter().filter(|t| t["end"] == "dropped").collect();
     eprintln!(
         "{} trails, {} dropped; NO_SOCKET = {no_socket}",
@@ -766,64 +514,6 @@ fn drops_end_trails_with_the_kernels_reason() {
         "{}",
         text(&rep.stdout)
     );
-}
-
-/// Sends `n` datagrams from `ns` to B's port 9, with `SO_MARK` = `mark`
-/// when given.
-fn send_to_port9(ns: &NetNs, n: u8, mark: Option<u32>) {
-    use std::os::fd::AsRawFd;
-    ns.run(|| {
-        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
-        if let Some(m) = mark {
-            // SAFETY: setsockopt(SO_MARK) with a u32 that outlives the call.
-            let rc = unsafe {
-                libc::setsockopt(
-                    s.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_MARK,
-                    (&m as *const u32).cast(),
-                    4,
-                )
-            };
-            assert_eq!(rc, 0, "SO_MARK: {}", std::io::Error::last_os_error());
-        }
-        for i in 0..n {
-            s.send_to(&[i; 32], (B_IP, 9)).unwrap();
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    });
-}
-
-/// Runs the tracer around `traffic`, returns its trails.
-fn trace_around(dir: &Path, tag: &str, args: &[&str], traffic: impl FnOnce()) -> Vec<Value> {
-    let before = attached();
-    let out = dir.join(format!("{tag}.jsonl"));
-    let log = dir.join(format!("{tag}.log"));
-    let mut child = Command::new(XDPROBE)
-        .args(["trace", "run", "--duration", "20s", "--idle", "300ms"])
-        .args(args)
-        .arg("--out")
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    wait_for(Duration::from_secs(20), "the tracer to attach", || {
-        attached().1.len() > before.1.len()
-    });
-    // Every point attached: the link count stops growing.
-    std::thread::sleep(Duration::from_millis(300));
-    traffic();
-    std::thread::sleep(Duration::from_millis(500));
-    signal(child.id(), libc::SIGTERM);
-    let st = wait_exit(&mut child, Duration::from_secs(10), "trace run");
-    assert!(st.success(), "{}", std::fs::read_to_string(&log).unwrap());
-    std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 #[test]

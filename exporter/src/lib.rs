@@ -34,7 +34,6 @@ mod link;
 pub mod safe_file;
 pub mod stats;
 pub mod template;
-pub mod template_l7;
 mod transport;
 
 use std::sync::Arc;

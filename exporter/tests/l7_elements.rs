@@ -8,14 +8,13 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
 use xdprobe_exporter::encode::{Encoder, ExportClock};
 use xdprobe_exporter::ie::PEN_DOCUMENTATION;
+use xdprobe_exporter::template::l7::{L7Kind, TEMPLATE_ID_L7_BASE, covers_every_element};
 use xdprobe_exporter::template::{Format, Mode, Profile, Templates};
-use xdprobe_exporter::template_l7::{L7Kind, TEMPLATE_ID_L7_BASE, covers_every_element};
 use xdprobe_test_support::collect::write_udp_pcap;
+use xdprobe_test_support::collectors::{tshark_cflow, tshark_cflow_fields};
 
 const CLOCK: ExportClock = ExportClock {
     unix_secs: 1_709_300_000,
@@ -41,43 +40,19 @@ fn encode(format: Format, profile: Profile, max: usize) -> Vec<Vec<u8>> {
     out
 }
 
-fn tshark_fields(msgs: &[Vec<u8>], port: u16, decode: &str, fields: &[&str]) -> Vec<String> {
+/// The cflow `fields` of `msgs` sent to UDP `port`, one line per packet,
+/// as tshark decodes them (no message malformed, no template missing).
+fn tshark_fields(msgs: &[Vec<u8>], port: u16, fields: &[&str]) -> Vec<String> {
     let dir = xdprobe_test_support::TempDir::new("l7ie");
     let pcap = dir.path().join("m.pcap");
     write_udp_pcap(&pcap, port, msgs);
-    let mut cmd = Command::new("tshark");
-    cmd.args(["-n", "-r"]).arg(&pcap).args([
-        "-o",
-        "cflow.max_template_fields:0",
-        "-d",
-        decode,
-        "-T",
-        "fields",
-        "-E",
-        "occurrence=a",
-        "-E",
-        "aggregator=;",
-    ]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let o = cmd.output().expect("tshark");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v = Command::new("tshark")
-        .args(["-n", "-r"])
-        .arg(&pcap)
-        .args(["-o", "cflow.max_template_fields:0", "-d", decode, "-V"])
-        .output()
-        .unwrap();
-    let verbose = String::from_utf8_lossy(&v.stdout);
+    let out = tshark_cflow_fields(&pcap, port, fields);
+    let verbose = tshark_cflow(&pcap, port, &["-V"]);
     assert!(
         !verbose.contains("Malformed") && !verbose.contains("no template found"),
         "{verbose}"
     );
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
+    out.lines().map(str::to_string).collect()
 }
 
 fn joined(lines: &[String]) -> String {
@@ -124,7 +99,6 @@ fn tshark_shows_the_iana_and_ntop_l7_elements() {
     let ipfix = joined(&tshark_fields(
         &encode(Format::Ipfix, Profile::Xdprobe, 1452),
         4739,
-        "udp.port==4739,cflow",
         &f,
     ));
     for want in [
@@ -149,12 +123,7 @@ fn tshark_shows_the_iana_and_ntop_l7_elements() {
     ];
     for (format, port) in [(Format::Ipfix, 4739), (Format::NetflowV9, 2055)] {
         let msgs = encode(format, Profile::Ntop, 1452);
-        let got = joined(&tshark_fields(
-            &msgs,
-            port,
-            &format!("udp.port=={port},cflow"),
-            &n,
-        ));
+        let got = joined(&tshark_fields(&msgs, port, &n));
         for want in [
             "www.example.com",
             "quic.example.org",

@@ -67,7 +67,8 @@ pub fn write_udp_pcap(path: &Path, port: u16, payloads: &[Vec<u8>]) {
     }
 }
 
-fn ipv4_checksum(h: &[u8]) -> u16 {
+/// The IPv4 header checksum (RFC 791) of `h`, the checksum field zero.
+pub fn ipv4_checksum(h: &[u8]) -> u16 {
     let mut sum = 0u32;
     for c in h.chunks(2) {
         sum += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));

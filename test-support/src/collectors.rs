@@ -137,19 +137,19 @@ pub fn tshark_cflow(pcap: &Path, port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The cflow fields `names` of every packet, one line per packet, each
+/// field's occurrences joined by `;`.
+pub fn tshark_cflow_fields(pcap: &Path, port: u16, names: &[&str]) -> String {
+    let mut args = vec!["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=;"];
+    for name in names {
+        args.extend(["-e", name]);
+    }
+    tshark_cflow(pcap, port, &args)
+}
+
 /// Every value of the cflow field `name` across all packets, in order.
 pub fn tshark_cflow_field(pcap: &Path, port: u16, name: &str) -> Vec<String> {
-    let args = [
-        "-T",
-        "fields",
-        "-E",
-        "occurrence=a",
-        "-E",
-        "aggregator=;",
-        "-e",
-        name,
-    ];
-    tshark_cflow(pcap, port, &args)
+    tshark_cflow_fields(pcap, port, &[name])
         .lines()
         .flat_map(|l| l.split(';').map(str::to_owned).collect::<Vec<_>>())
         .filter(|s| !s.is_empty())

@@ -35,7 +35,7 @@ pub fn write_udp_flows_pcap(path: &Path, n: u64, gap_us: u64) {
         pkt[12..16].copy_from_slice(&src);
         pkt[16..20].copy_from_slice(&[203, 0, 113, 1]);
         pkt[10..12].copy_from_slice(&[0, 0]);
-        let csum = checksum(&pkt[..20]);
+        let csum = crate::collect::ipv4_checksum(&pkt[..20]);
         pkt[10..12].copy_from_slice(&csum.to_be_bytes());
         pkt[20..22].copy_from_slice(&sport.to_be_bytes());
         pkt[22..24].copy_from_slice(&4000u16.to_be_bytes());
@@ -52,15 +52,4 @@ pub fn write_udp_flows_pcap(path: &Path, n: u64, gap_us: u64) {
         f.write_all(&pkt).unwrap();
     }
     f.flush().unwrap();
-}
-
-fn checksum(h: &[u8]) -> u16 {
-    let mut sum = 0u32;
-    for c in h.chunks(2) {
-        sum += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }

@@ -50,6 +50,15 @@ pub fn parse_lines(bytes: &[u8]) -> Vec<Value> {
         .collect()
 }
 
+/// The rows of a tab-separated table (comment lines `#…` and blank ones
+/// left out): (line, fields).
+pub fn tsv_rows(text: &str) -> Vec<(&str, Vec<&str>)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| (l, l.split('\t').collect()))
+        .collect()
+}
+
 /// The test captures kept in the repository (`tests/corpus/`, provenance
 /// and licence of each in `tests/corpus/SOURCES.tsv`).
 pub fn corpus_dir() -> PathBuf {

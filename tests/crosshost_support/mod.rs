@@ -99,26 +99,25 @@ impl Rig {
             ip(ns, &["link", "set", "dev", dev, "up"]);
         }
         ip(&m, &["link", "set", "dev", "mbr", "up"]);
+        let addrs = |ns: &NetNs, dev: &str, v4: &str, v6: &str| {
+            ip(ns, &["addr", "add", &format!("{v4}/24"), "dev", dev]);
+            ip(
+                ns,
+                &["addr", "add", &format!("{v6}/64"), "dev", dev, "nodad"],
+            );
+        };
         for (ns, dev, v4, v6) in [
             (&m, "mbr", M4, M6),
             (&a, "am", A4, "2001:db8:ff::1"),
             (&b, "bm", B4, "2001:db8:ff::2"),
         ] {
-            ip(ns, &["addr", "add", &format!("{v4}/24"), "dev", dev]);
-            ip(
-                ns,
-                &["addr", "add", &format!("{v6}/64"), "dev", dev, "nodad"],
-            );
+            addrs(ns, dev, v4, v6);
         }
         // Data: A — R — B, offloads off.
         veth(&a, "a0", &r, "ra", VethOpts::default());
         veth(&b, "b0", &r, "rb", VethOpts::default());
         for (ns, dev, v4, v6) in [(&a, "a0", DA4, DA6), (&b, "b0", DB4, DB6)] {
-            ip(ns, &["addr", "add", &format!("{v4}/24"), "dev", dev]);
-            ip(
-                ns,
-                &["addr", "add", &format!("{v6}/64"), "dev", dev, "nodad"],
-            );
+            addrs(ns, dev, v4, v6);
         }
         let (amac, bmac) = (a.mac("a0"), b.mac("b0"));
         for (ns, dev, peer4, peer6, mac) in
@@ -303,13 +302,7 @@ fn unique_n() -> u32 {
     N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-pub fn read_json(p: &Path) -> Vec<Value> {
-    std::fs::read_to_string(p)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
+pub use crate::host_support::read_json;
 
 /// The clock rounds of `agent` that gave an estimate: (offset, bound) ns.
 pub fn rounds(j: &[Value], agent: &str) -> Vec<(i64, u64)> {
@@ -440,20 +433,7 @@ pub fn metric(text: &str, prefix: &str) -> f64 {
 /// it started, so another user's programs (a second session, a
 /// benchmark) are never counted as ours.
 pub fn clocksync_programs() -> Vec<String> {
-    let out = std::process::Command::new("bpftool")
-        .args(["prog", "show", "--json"])
-        .output()
-        .expect("bpftool");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(vec![]));
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| Some((p["name"].as_str()?, p["id"].as_u64()?)))
-                .filter(|(n, _)| n.starts_with("xdprobe_clock"))
-                .map(|(n, id)| format!("{n}#{id}"))
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::host_support::loaded_programs(|n| n.starts_with("xdprobe_clock"))
 }
 
 /// The clock-sync programs loaded since `before` that are still loaded,
@@ -461,17 +441,7 @@ pub fn clocksync_programs() -> Vec<String> {
 /// just exited (it frees a program after a grace period, which a loaded
 /// machine can stretch past a few seconds).
 pub fn clocksync_left(before: &[String]) -> Vec<String> {
-    let until = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let new: Vec<String> = clocksync_programs()
-            .into_iter()
-            .filter(|p| !before.contains(p))
-            .collect();
-        if new.is_empty() || std::time::Instant::now() > until {
-            return new;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::host_support::wait_gone(clocksync_programs, |p| !before.contains(p))
 }
 
 /// Each data frame's time in the bridge (ns), A→B and B→A, from captures

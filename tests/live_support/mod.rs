@@ -1,6 +1,7 @@
 //! Helpers for the privileged live-capture tests: crafted frames of every
 //! encapsulation (`frames`), the probe (`probe`), the capture rig (`rig`)
-//! and the time order of its captures (`order`), topologies with the
+//! and the time order of its captures (`order`), the kernel's own RTT
+//! view (`tcp_probe`), topologies with the
 //! demo's bridge (`topo`) and traffic (`traffic`). The root check and network namespaces come from the
 //! workspace's test-support crate.
 #![allow(
@@ -13,6 +14,7 @@ pub mod frames;
 pub mod order;
 pub mod probe;
 pub mod rig;
+pub mod tcp_probe;
 pub mod topo;
 pub mod traffic;
 

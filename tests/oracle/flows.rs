@@ -126,123 +126,139 @@ pub fn summarize(pkts: &[Pkt]) -> Vec<Value> {
     for p in pkts {
         let f = flows.entry(p.flow.clone()).or_insert_with(|| {
             order.push(p.flow.clone());
-            Acc {
-                flow: p.flow.clone(),
-                l4: p.l4,
-                ip_proto: p.ip_proto,
-                a: (p.src_addr.clone(), p.src_port),
-                b: (p.dst_addr.clone(), p.dst_port),
-                client: None,
-                first_ns: p.ts_ns,
-                last_ns: p.ts_ns,
-                vlan: p.vlan,
-                dirs: Default::default(),
-                syn: Vec::new(),
-                synack: Vec::new(),
-                hs_ack: None,
-                initial_rtt: None,
-                srt: Vec::new(),
-                req_last: 0,
-                req_pending: false,
-                first_client_payload_tls: None,
-                dns_q: 0,
-                dns_r: 0,
-                dns_qframes: BTreeSet::new(),
-                dns_matched: BTreeSet::new(),
-                dns_times: Vec::new(),
-                dns_rcodes: BTreeMap::new(),
-                frag: 0,
-            }
+            Acc::new(p)
         });
-        f.first_ns = f.first_ns.min(p.ts_ns);
-        f.last_ns = f.last_ns.max(p.ts_ns);
-        let d = usize::from((p.src_addr.as_str(), p.src_port) != (f.a.0.as_str(), f.a.1));
-        let st = &mut f.dirs[d];
-        st.packets += 1;
-        st.ip_bytes += p.ip_len;
-        st.frame_bytes += p.frame_len;
-        f.frag += u64::from(p.ip_fragment);
-        // Roles from a DNS query come first (difference 2 above).
-        if let Some(dns) = p.dns
-            && !dns.response
-            && f.client.is_none()
-        {
-            f.client = Some(d);
-        }
-        match p.l4 {
-            L4::Tcp => {
-                let st = &mut f.dirs[d];
-                st.l4_payload += u64::from(p.len);
-                let a = &p.a;
-                for (hit, n) in [
-                    (a.retrans, &mut st.retrans_any),
-                    (a.fast, &mut st.retrans_fast),
-                    (a.spurious, &mut st.retrans_spur),
-                    (a.ooo, &mut st.out_of_order),
-                    (a.keep_alive, &mut st.keep_alive),
-                    (a.dup_ack, &mut st.dup_ack),
-                    (a.lost_segment, &mut st.lost_segment),
-                    (a.zero_window, &mut st.zero_window),
-                    (a.window_full, &mut st.window_full),
-                ] {
-                    *n += u64::from(hit);
-                }
-                let (syn, ack) = (p.flags & F_SYN != 0, p.flags & F_ACK != 0);
-                if syn && !ack {
-                    if f.client.is_none() && f.synack.is_empty() {
-                        f.client = Some(d);
-                    }
-                    if f.synack.is_empty() {
-                        f.syn.push(p.ts_ns);
-                    }
-                } else if syn && ack {
-                    f.synack.push(p.ts_ns);
-                    if f.client.is_none() {
-                        f.client = Some(1 - d);
-                    }
-                } else if ack && !f.synack.is_empty() && f.hs_ack.is_none() && Some(d) == f.client {
-                    f.hs_ack = Some(p.ts_ns);
-                }
-                if f.initial_rtt.is_none() {
-                    f.initial_rtt = p.initial_rtt_ns;
-                }
-                if p.len > 0 && Some(d) == f.client && f.first_client_payload_tls.is_none() {
-                    f.first_client_payload_tls = Some(p.tls_content_type);
-                }
-                if p.len > 0
-                    && !a.keep_alive
-                    && let Some(c) = f.client
-                {
-                    if d == c {
-                        f.req_last = p.ts_ns;
-                        f.req_pending = true;
-                    } else if f.req_pending {
-                        f.srt.push(p.ts_ns - f.req_last);
-                        f.req_pending = false;
-                    }
-                }
-            }
-            L4::Udp => f.dirs[d].l4_payload += p.udp_len.saturating_sub(8),
-            L4::Other => {}
-        }
-        if let Some(dns) = p.dns {
-            if dns.response {
-                f.dns_r += 1;
-                f.dns_times.extend(dns.time_ns);
-                f.dns_matched.extend(dns.response_to);
-                let rc = dns.rcode.map_or("?".to_string(), |r| r.to_string());
-                *f.dns_rcodes.entry(rc).or_default() += 1;
-            } else {
-                f.dns_q += 1;
-                f.dns_qframes.insert(p.frame);
-            }
-        }
+        f.add(p);
     }
     order
         .iter()
         .filter_map(|k| flows.get(k))
         .map(record)
         .collect()
+}
+
+impl Acc {
+    /// A flow whose first packet (in file order) is `p`.
+    fn new(p: &Pkt) -> Acc {
+        Acc {
+            flow: p.flow.clone(),
+            l4: p.l4,
+            ip_proto: p.ip_proto,
+            a: (p.src_addr.clone(), p.src_port),
+            b: (p.dst_addr.clone(), p.dst_port),
+            client: None,
+            first_ns: p.ts_ns,
+            last_ns: p.ts_ns,
+            vlan: p.vlan,
+            dirs: Default::default(),
+            syn: Vec::new(),
+            synack: Vec::new(),
+            hs_ack: None,
+            initial_rtt: None,
+            srt: Vec::new(),
+            req_last: 0,
+            req_pending: false,
+            first_client_payload_tls: None,
+            dns_q: 0,
+            dns_r: 0,
+            dns_qframes: BTreeSet::new(),
+            dns_matched: BTreeSet::new(),
+            dns_times: Vec::new(),
+            dns_rcodes: BTreeMap::new(),
+            frag: 0,
+        }
+    }
+
+    fn add(&mut self, p: &Pkt) {
+        self.first_ns = self.first_ns.min(p.ts_ns);
+        self.last_ns = self.last_ns.max(p.ts_ns);
+        let d = usize::from((p.src_addr.as_str(), p.src_port) != (self.a.0.as_str(), self.a.1));
+        let st = &mut self.dirs[d];
+        st.packets += 1;
+        st.ip_bytes += p.ip_len;
+        st.frame_bytes += p.frame_len;
+        self.frag += u64::from(p.ip_fragment);
+        // Roles from a DNS query come first (difference 2 above).
+        if let Some(dns) = p.dns
+            && !dns.response
+            && self.client.is_none()
+        {
+            self.client = Some(d);
+        }
+        match p.l4 {
+            L4::Tcp => self.add_tcp(p, d),
+            L4::Udp => self.dirs[d].l4_payload += p.udp_len.saturating_sub(8),
+            L4::Other => {}
+        }
+        if let Some(dns) = p.dns {
+            if dns.response {
+                self.dns_r += 1;
+                self.dns_times.extend(dns.time_ns);
+                self.dns_matched.extend(dns.response_to);
+                let rc = dns.rcode.map_or("?".to_string(), |r| r.to_string());
+                *self.dns_rcodes.entry(rc).or_default() += 1;
+            } else {
+                self.dns_q += 1;
+                self.dns_qframes.insert(p.frame);
+            }
+        }
+    }
+
+    /// A TCP packet of direction `d`: its payload and analysis flags, the
+    /// handshake, the turns.
+    fn add_tcp(&mut self, p: &Pkt, d: usize) {
+        let st = &mut self.dirs[d];
+        st.l4_payload += u64::from(p.len);
+        let a = &p.a;
+        for (hit, n) in [
+            (a.retrans, &mut st.retrans_any),
+            (a.fast, &mut st.retrans_fast),
+            (a.spurious, &mut st.retrans_spur),
+            (a.ooo, &mut st.out_of_order),
+            (a.keep_alive, &mut st.keep_alive),
+            (a.dup_ack, &mut st.dup_ack),
+            (a.lost_segment, &mut st.lost_segment),
+            (a.zero_window, &mut st.zero_window),
+            (a.window_full, &mut st.window_full),
+        ] {
+            *n += u64::from(hit);
+        }
+        let (syn, ack) = (p.flags & F_SYN != 0, p.flags & F_ACK != 0);
+        if syn && !ack {
+            if self.client.is_none() && self.synack.is_empty() {
+                self.client = Some(d);
+            }
+            if self.synack.is_empty() {
+                self.syn.push(p.ts_ns);
+            }
+        } else if syn && ack {
+            self.synack.push(p.ts_ns);
+            if self.client.is_none() {
+                self.client = Some(1 - d);
+            }
+        } else if ack && !self.synack.is_empty() && self.hs_ack.is_none() && Some(d) == self.client
+        {
+            self.hs_ack = Some(p.ts_ns);
+        }
+        if self.initial_rtt.is_none() {
+            self.initial_rtt = p.initial_rtt_ns;
+        }
+        if p.len > 0 && Some(d) == self.client && self.first_client_payload_tls.is_none() {
+            self.first_client_payload_tls = Some(p.tls_content_type);
+        }
+        if p.len > 0
+            && !a.keep_alive
+            && let Some(c) = self.client
+        {
+            if d == c {
+                self.req_last = p.ts_ns;
+                self.req_pending = true;
+            } else if self.req_pending {
+                self.srt.push(p.ts_ns - self.req_last);
+                self.req_pending = false;
+            }
+        }
+    }
 }
 
 fn record(f: &Acc) -> Value {
@@ -296,64 +312,7 @@ fn record(f: &Acc) -> Value {
         r.insert("ip_fragments".into(), json!(f.frag));
     }
     if f.l4 == L4::Tcp {
-        let syn_last = match (f.synack.first(), f.syn.is_empty()) {
-            (Some(&sa), false) => f.syn.iter().rfind(|&&x| x <= sa).copied(),
-            _ => None,
-        };
-        let snt = syn_last.and_then(|sl| Some(*f.synack.first()? as i64 - sl as i64));
-        let cnt = match (f.hs_ack, f.synack.last()) {
-            (Some(a), Some(&sa)) => Some(a as i64 - sa as i64),
-            _ => None,
-        };
-        let sum = |k: fn(&DirAcc) -> u64| k(&f.dirs[0]) + k(&f.dirs[1]);
-        let any = sum(|d| d.retrans_any);
-        let fast = sum(|d| d.retrans_fast);
-        let spur = sum(|d| d.retrans_spur);
-        r.insert(
-            "handshake".into(),
-            json!({
-                "syn_count": f.syn.len(), "synack_count": f.synack.len(),
-                "server_nt_us": us_opt(snt), "client_nt_us": us_opt(cnt),
-                "initial_rtt_us": us_opt(f.initial_rtt.map(|n| n as i64)),
-            }),
-        );
-        r.insert(
-            "initial_rtt_us".into(),
-            us_opt(f.initial_rtt.map(|n| n as i64)),
-        );
-        r.insert(
-            "retrans".into(),
-            json!({"any": any, "plain": any - fast - spur, "fast": fast, "spurious": spur}),
-        );
-        r.insert("out_of_order".into(), json!(sum(|d| d.out_of_order)));
-        r.insert("keep_alive".into(), json!(sum(|d| d.keep_alive)));
-        r.insert("dup_ack".into(), json!(sum(|d| d.dup_ack)));
-        r.insert("lost_segment".into(), json!(sum(|d| d.lost_segment)));
-        r.insert("zero_window".into(), json!(sum(|d| d.zero_window)));
-        r.insert("window_full".into(), json!(sum(|d| d.window_full)));
-        r.insert(
-            "tls_client_hello".into(),
-            json!(f.first_client_payload_tls.map(|t| t == Some(22))),
-        );
-        if !f.srt.is_empty() {
-            let v = &f.srt;
-            let mut srt = Map::new();
-            srt.insert("count".into(), json!(v.len()));
-            let min = v.iter().min().copied().unwrap_or(0);
-            let max = v.iter().max().copied().unwrap_or(0);
-            let mean = v.iter().sum::<u64>() as f64 / v.len() as f64;
-            srt.insert("first_us".into(), json!(us(v[0] as f64)));
-            srt.insert("min_us".into(), json!(us(min as f64)));
-            srt.insert("mean_us".into(), json!(us(mean)));
-            srt.insert("max_us".into(), json!(us(max as f64)));
-            if let Some(snt) = snt {
-                srt.insert(
-                    "first_minus_snt_us".into(),
-                    json!(us(v[0] as f64 - snt as f64)),
-                );
-            }
-            r.insert("srt".into(), Value::Object(srt));
-        }
+        tcp_keys(f, &mut r);
     }
     if f.dns_q > 0 || f.dns_r > 0 {
         let v = &f.dns_times;
@@ -371,4 +330,72 @@ fn record(f: &Acc) -> Value {
         );
     }
     Value::Object(r)
+}
+
+/// A TCP flow's handshake, retransmission and analysis counts, and its
+/// turns' response times.
+fn tcp_keys(f: &Acc, r: &mut Map<String, Value>) {
+    let syn_last = match (f.synack.first(), f.syn.is_empty()) {
+        (Some(&sa), false) => f.syn.iter().rfind(|&&x| x <= sa).copied(),
+        _ => None,
+    };
+    let snt = syn_last.and_then(|sl| Some(*f.synack.first()? as i64 - sl as i64));
+    let cnt = match (f.hs_ack, f.synack.last()) {
+        (Some(a), Some(&sa)) => Some(a as i64 - sa as i64),
+        _ => None,
+    };
+    let sum = |k: fn(&DirAcc) -> u64| k(&f.dirs[0]) + k(&f.dirs[1]);
+    let any = sum(|d| d.retrans_any);
+    let fast = sum(|d| d.retrans_fast);
+    let spur = sum(|d| d.retrans_spur);
+    r.insert(
+        "handshake".into(),
+        json!({
+            "syn_count": f.syn.len(), "synack_count": f.synack.len(),
+            "server_nt_us": us_opt(snt), "client_nt_us": us_opt(cnt),
+            "initial_rtt_us": us_opt(f.initial_rtt.map(|n| n as i64)),
+        }),
+    );
+    r.insert(
+        "initial_rtt_us".into(),
+        us_opt(f.initial_rtt.map(|n| n as i64)),
+    );
+    r.insert(
+        "retrans".into(),
+        json!({"any": any, "plain": any - fast - spur, "fast": fast, "spurious": spur}),
+    );
+    r.insert("out_of_order".into(), json!(sum(|d| d.out_of_order)));
+    r.insert("keep_alive".into(), json!(sum(|d| d.keep_alive)));
+    r.insert("dup_ack".into(), json!(sum(|d| d.dup_ack)));
+    r.insert("lost_segment".into(), json!(sum(|d| d.lost_segment)));
+    r.insert("zero_window".into(), json!(sum(|d| d.zero_window)));
+    r.insert("window_full".into(), json!(sum(|d| d.window_full)));
+    r.insert(
+        "tls_client_hello".into(),
+        json!(f.first_client_payload_tls.map(|t| t == Some(22))),
+    );
+    if !f.srt.is_empty() {
+        r.insert("srt".into(), srt_json(&f.srt, snt));
+    }
+}
+
+/// The turns' response times `v` (ns), against the server's network time
+/// `snt` when known.
+fn srt_json(v: &[u64], snt: Option<i64>) -> Value {
+    let mut srt = Map::new();
+    srt.insert("count".into(), json!(v.len()));
+    let min = v.iter().min().copied().unwrap_or(0);
+    let max = v.iter().max().copied().unwrap_or(0);
+    let mean = v.iter().sum::<u64>() as f64 / v.len() as f64;
+    srt.insert("first_us".into(), json!(us(v[0] as f64)));
+    srt.insert("min_us".into(), json!(us(min as f64)));
+    srt.insert("mean_us".into(), json!(us(mean)));
+    srt.insert("max_us".into(), json!(us(max as f64)));
+    if let Some(snt) = snt {
+        srt.insert(
+            "first_minus_snt_us".into(),
+            json!(us(v[0] as f64 - snt as f64)),
+        );
+    }
+    Value::Object(srt)
 }

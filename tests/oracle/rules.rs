@@ -117,7 +117,6 @@ pub struct TcpAdjust {
 /// Finds the TCP exceptions in one tshark stream. `client` is the oracle's
 /// client endpoint (`addr:port`).
 pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit>) -> TcpAdjust {
-    let mut adj = TcpAdjust::default();
     // Out-of-order threshold: the handshake RTT; 0 when that is 0 (then
     // tshark's `initial_rtt` is a later, unrelated delta).
     let zero_rtt = zero_rtt_handshake(pkts);
@@ -128,58 +127,98 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
             .find_map(|p| p.initial_rtt_ns)
             .unwrap_or(DEFAULT_THRESHOLD_NS)
     };
-    // Spec §3 expected SEQ (highest SEQ + SEG.LEN) and its time, per direction.
-    let mut next: [Option<(u32, u64)>; 2] = [None, None];
-    // Time of each direction's last duplicate ACK (tshark's flag).
-    let mut last_dup: [Option<u64>; 2] = [None, None];
-    // The spec's duplicate-ACK run per direction (from tshark's dup flags):
-    // (ACK number, length), and whether a packet without the ACK flag came
-    // after its last duplicate ACK.
-    let mut run: [(u32, u32); 2] = [(0, 0); 2];
-    let mut no_ack_after_dup = [false; 2];
-    let mut syn_seen = false;
-    let mut hs_closed = false;
-    // (frame, ts) of the last SYN; ts of the last SYN+ACK and of the last
-    // SYN before it.
-    let mut last_syn: Option<(u64, u64)> = None;
-    let mut last_synack: Option<(u64, Option<u64>)> = None;
+    let mut scan = TcpScan {
+        flow,
+        hits,
+        adj: TcpAdjust::default(),
+        zero_rtt,
+        threshold,
+        next: [None, None],
+        last_dup: [None, None],
+        run: [(0, 0); 2],
+        no_ack_after_dup: [false; 2],
+        syn_seen: false,
+        hs_closed: false,
+        last_syn: None,
+        last_synack: None,
+    };
     for p in pkts {
         let d = usize::from(p.src != client);
+        scan.retransmissions(p, d);
+        scan.dup_acks(p, d);
+        advance_next(&mut scan.next[d], p);
+        scan.handshake(p);
+    }
+    scan.adj
+}
+
+/// The state of [`tcp_exceptions`]' walk through one stream.
+struct TcpScan<'a> {
+    flow: &'a str,
+    hits: &'a mut Vec<Hit>,
+    adj: TcpAdjust,
+    zero_rtt: bool,
+    threshold: u64,
+    /// Spec §3 expected SEQ (highest SEQ + SEG.LEN) and its time, per
+    /// direction.
+    next: [Option<(u32, u64)>; 2],
+    /// Time of each direction's last duplicate ACK (tshark's flag).
+    last_dup: [Option<u64>; 2],
+    /// The spec's duplicate-ACK run per direction (from tshark's dup
+    /// flags): (ACK number, length)…
+    run: [(u32, u32); 2],
+    /// …and whether a packet without the ACK flag came after its last
+    /// duplicate ACK.
+    no_ack_after_dup: [bool; 2],
+    syn_seen: bool,
+    hs_closed: bool,
+    /// (frame, ts) of the last SYN.
+    last_syn: Option<(u64, u64)>,
+    /// ts of the last SYN+ACK and of the last SYN before it.
+    last_synack: Option<(u64, Option<u64>)>,
+}
+
+impl TcpScan<'_> {
+    fn hit(&mut self, frame: u64, rule: Rule) {
+        self.hits.push(Hit {
+            flow: self.flow.into(),
+            frame,
+            rule,
+        });
+    }
+
+    /// Where tshark's retransmission classes and the spec's differ on
+    /// packet `p` of direction `d`.
+    fn retransmissions(&mut self, p: &Pkt, d: usize) {
         let seg_len = seg_len(p);
         // Spec rule 2 (out of order) on this packet.
-        let rule2 = next[d].is_some_and(|(n, t)| {
+        let rule2 = self.next[d].is_some_and(|(n, t)| {
             before(p.seq, n)
-                && p.ts_ns.saturating_sub(t) <= threshold
+                && p.ts_ns.saturating_sub(t) <= self.threshold
                 && p.seq.wrapping_add(seg_len) != n
         });
         if p.a.spurious && p.len > 0 && rule2 {
-            adj.spur_to_ooo[d] += 1;
-            hits.push(Hit {
-                flow: flow.into(),
-                frame: p.frame,
-                rule: Rule::SpuriousBeforeOoo,
-            });
+            self.adj.spur_to_ooo[d] += 1;
+            self.hit(p.frame, Rule::SpuriousBeforeOoo);
         }
-        if p.a.fast && last_dup[1 - d].is_none_or(|t| p.ts_ns.saturating_sub(t) > FAST_WINDOW_NS) {
+        if p.a.fast
+            && self.last_dup[1 - d].is_none_or(|t| p.ts_ns.saturating_sub(t) > FAST_WINDOW_NS)
+        {
             if rule2 {
-                adj.fast_to_ooo[d] += 1;
+                self.adj.fast_to_ooo[d] += 1;
             } else {
-                adj.fast_to_other[d] += 1;
+                self.adj.fast_to_other[d] += 1;
             }
-            hits.push(Hit {
-                flow: flow.into(),
-                frame: p.frame,
-                rule: Rule::FastWindowFromLastPacket,
-            });
+            self.hit(p.frame, Rule::FastWindowFromLastPacket);
         }
         let r = 1 - d;
-        let spec_fast = next[d].is_some_and(|(n, _)| before(p.seq, n))
-            && run[r].1 >= 2
-            && run[r].0 == p.seq
-            && last_dup[r].is_some_and(|t| p.ts_ns.saturating_sub(t) <= FAST_WINDOW_NS);
+        let spec_fast = self.next[d].is_some_and(|(n, _)| before(p.seq, n))
+            && self.run[r].1 >= 2
+            && self.run[r].0 == p.seq
+            && self.last_dup[r].is_some_and(|t| p.ts_ns.saturating_sub(t) <= FAST_WINDOW_NS);
         if spec_fast
             && !p.a.fast
-            && no_ack_after_dup[r]
+            && self.no_ack_after_dup[r]
             && (p.len > 0 || p.flags & (F_SYN | F_FIN) != 0)
         {
             let class = if p.a.ooo {
@@ -189,76 +228,62 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
             } else {
                 2
             };
-            adj.to_fast[d][class] += 1;
-            hits.push(Hit {
-                flow: flow.into(),
-                frame: p.frame,
-                rule: Rule::NoAckPacketEndsDupRun,
-            });
+            self.adj.to_fast[d][class] += 1;
+            self.hit(p.frame, Rule::NoAckPacketEndsDupRun);
         }
+    }
+
+    /// The duplicate-ACK runs, and keep-alive ACKs tshark calls duplicates.
+    fn dup_acks(&mut self, p: &Pkt, d: usize) {
         if p.a.dup_ack {
-            last_dup[d] = Some(p.ts_ns);
-            run[d] = if run[d].0 == p.ack {
-                (p.ack, run[d].1 + 1)
+            self.last_dup[d] = Some(p.ts_ns);
+            self.run[d] = if self.run[d].0 == p.ack {
+                (p.ack, self.run[d].1 + 1)
             } else {
                 (p.ack, 1)
             };
-            no_ack_after_dup[d] = false;
+            self.no_ack_after_dup[d] = false;
         } else if p.flags & F_ACK != 0 {
-            if run[d].0 != p.ack {
-                run[d] = (p.ack, 0);
+            if self.run[d].0 != p.ack {
+                self.run[d] = (p.ack, 0);
             }
         } else {
-            no_ack_after_dup[d] = true;
+            self.no_ack_after_dup[d] = true;
         }
         if p.a.keep_alive_ack {
-            adj.ka_ack_dup[d] += 1;
-            hits.push(Hit {
-                flow: flow.into(),
-                frame: p.frame,
-                rule: Rule::KeepAliveAckIsDupAck,
-            });
+            self.adj.ka_ack_dup[d] += 1;
+            self.hit(p.frame, Rule::KeepAliveAckIsDupAck);
         }
-        advance_next(&mut next[d], p);
-        // Wireshark's initial_rtt: first (SYN|ACK)==ACK packet after a SYN.
+    }
+
+    /// Wireshark's initial_rtt: first (SYN|ACK)==ACK packet after a SYN.
+    fn handshake(&mut self, p: &Pkt) {
         if p.flags & (F_SYN | F_ACK) == F_SYN {
-            syn_seen = true;
-            if !hs_closed {
-                last_syn = Some((p.frame, p.ts_ns));
+            self.syn_seen = true;
+            if !self.hs_closed {
+                self.last_syn = Some((p.frame, p.ts_ns));
             }
-        } else if p.flags & (F_SYN | F_ACK) == F_SYN | F_ACK && !hs_closed {
-            last_synack = Some((p.ts_ns, last_syn.map(|(_, t)| t)));
-        } else if syn_seen && !hs_closed && p.flags & (F_SYN | F_ACK) == F_ACK {
-            hs_closed = true;
-            adj.hs_end_ns = Some(p.ts_ns);
-            if let (Some((frame, syn_ts)), Some((sa_ts, paired))) = (last_syn, last_synack)
+        } else if p.flags & (F_SYN | F_ACK) == F_SYN | F_ACK && !self.hs_closed {
+            self.last_synack = Some((p.ts_ns, self.last_syn.map(|(_, t)| t)));
+        } else if self.syn_seen && !self.hs_closed && p.flags & (F_SYN | F_ACK) == F_ACK {
+            self.hs_closed = true;
+            self.adj.hs_end_ns = Some(p.ts_ns);
+            if let (Some((frame, syn_ts)), Some((sa_ts, paired))) =
+                (self.last_syn, self.last_synack)
                 && syn_ts > sa_ts
             {
-                hits.push(Hit {
-                    flow: flow.into(),
-                    frame,
-                    rule: Rule::SynRetryAfterSynAck,
-                });
-                adj.rtt_override = Some(paired.map(|t| p.ts_ns - t));
+                self.hit(frame, Rule::SynRetryAfterSynAck);
+                self.adj.rtt_override = Some(paired.map(|t| p.ts_ns - t));
             }
             if p.flags & F_RST != 0 {
-                adj.rtt_from_rst = true;
-                hits.push(Hit {
-                    flow: flow.into(),
-                    frame: p.frame,
-                    rule: Rule::RttFromRst,
-                });
-            } else if zero_rtt {
-                hits.push(Hit {
-                    flow: flow.into(),
-                    frame: p.frame,
-                    rule: Rule::InitialRttZeroIsUnset,
-                });
-                adj.rtt_override = Some(Some(0));
+                self.adj.rtt_from_rst = true;
+                self.hit(p.frame, Rule::RttFromRst);
+            } else if self.zero_rtt {
+                self.hit(p.frame, Rule::InitialRttZeroIsUnset);
+                self.adj.rtt_override = Some(Some(0));
             }
         }
     }
-    adj
 }
 
 /// Whether the packet that closes Wireshark's handshake (the first

@@ -190,6 +190,21 @@ fn hex_u16(s: &str) -> u16 {
 
 /// Every IP frame of `file`, in frame order (non-IP frames are left out).
 pub fn packets(file: &Path, fast: bool) -> Vec<Pkt> {
+    let text = run_tshark(file, fast);
+    let mut v = Vec::new();
+    let mut frame_ts: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    for line in text.lines() {
+        let row = Row(line.split('\t').collect());
+        let frame = row.num(field!("frame.number"));
+        let ts = ts_ns(row.g(field!("frame.time_epoch")));
+        frame_ts.insert(frame, ts);
+        v.extend(row.packet(frame, ts, &frame_ts));
+    }
+    v
+}
+
+/// tshark's `FIELDS` of every frame of `file`, one line each.
+fn run_tshark(file: &Path, fast: bool) -> String {
     let mut cmd = Command::new("tshark");
     cmd.arg("-r").arg(file).args([
         "-n",
@@ -217,23 +232,40 @@ pub fn packets(file: &Path, fast: bool) -> Vec<Pkt> {
         file.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut v = Vec::new();
-    let mut frame_ts: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let c: Vec<&str> = line.split('\t').collect();
-        let g = |i: usize| c.get(i).copied().unwrap_or("");
-        let set = |i: usize| !g(i).is_empty();
-        let num = |i: usize| g(i).parse::<u64>().unwrap_or(0);
-        let frame = num(field!("frame.number"));
-        let ts = ts_ns(g(field!("frame.time_epoch")));
-        frame_ts.insert(frame, ts);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One line of [`run_tshark`]'s output, by column.
+struct Row<'a>(Vec<&'a str>);
+
+impl Row<'_> {
+    fn g(&self, i: usize) -> &str {
+        self.0.get(i).copied().unwrap_or("")
+    }
+
+    fn set(&self, i: usize) -> bool {
+        !self.g(i).is_empty()
+    }
+
+    fn num(&self, i: usize) -> u64 {
+        self.g(i).parse::<u64>().unwrap_or(0)
+    }
+
+    /// The frame as a packet; `None` if it is not IP (ARP, LLDP …).
+    fn packet(
+        &self,
+        frame: u64,
+        ts: u64,
+        frame_ts: &std::collections::HashMap<u64, u64>,
+    ) -> Option<Pkt> {
+        let (g, set, num) = (|i| self.g(i), |i| self.set(i), |i| self.num(i));
         let (src_addr, dst_addr) = if set(field!("ip.src")) {
             (g(field!("ip.src")), g(field!("ip.dst")))
         } else {
             (g(field!("ipv6.src")), g(field!("ipv6.dst")))
         };
         if src_addr.is_empty() {
-            continue; // not IP (ARP, LLDP …)
+            return None;
         }
         let ip_len = if set(field!("ip.len")) {
             num(field!("ip.len"))
@@ -246,39 +278,12 @@ pub fn packets(file: &Path, fast: bool) -> Vec<Pkt> {
             .into_iter()
             .find(|s| !s.is_empty())
             .and_then(|s| s.parse::<u8>().ok());
-        let (l4, flow, src_port, dst_port) = if set(field!("tcp.stream")) {
-            let (sp, dp) = (
-                num(field!("tcp.srcport")) as u16,
-                num(field!("tcp.dstport")) as u16,
-            );
-            (L4::Tcp, format!("tcp:{}", g(field!("tcp.stream"))), sp, dp)
-        } else if set(field!("udp.stream")) {
-            let (sp, dp) = (
-                num(field!("udp.srcport")) as u16,
-                num(field!("udp.dstport")) as u16,
-            );
-            (L4::Udp, format!("udp:{}", g(field!("udp.stream"))), sp, dp)
-        } else {
-            let (a, b) = if src_addr <= dst_addr {
-                (src_addr, dst_addr)
-            } else {
-                (dst_addr, src_addr)
-            };
-            let proto = ip_proto.map_or(String::new(), |p| p.to_string());
-            (L4::Other, format!("ip:{proto}:{a}-{b}"), 0, 0)
-        };
+        let (l4, flow, src_port, dst_port) = self.transport(src_addr, dst_addr, ip_proto);
         let first_fragment = [g(field!("ip.fragment")), g(field!("ipv6.fragment"))]
             .into_iter()
             .find_map(|f| f.parse::<u64>().ok())
             .and_then(|f| Some((f, *frame_ts.get(&f)?)));
-        let dns = (set(field!("dns.id")) && set(field!("dns.flags.response"))).then(|| Dns {
-            id: hex_u16(g(field!("dns.id"))),
-            response: matches!(g(field!("dns.flags.response")), "1" | "True"),
-            time_ns: set(field!("dns.time")).then(|| ts_ns(g(field!("dns.time")))),
-            response_to: g(field!("dns.response_to")).parse().ok(),
-            rcode: g(field!("dns.flags.rcode")).parse().ok(),
-        });
-        v.push(Pkt {
+        Some(Pkt {
             frame,
             ts_ns: ts,
             frame_len: num(field!("frame.len")),
@@ -300,26 +305,75 @@ pub fn packets(file: &Path, fast: bool) -> Vec<Pkt> {
             len: num(field!("tcp.len")) as u32,
             flags: hex_u16(g(field!("tcp.flags"))),
             window: num(field!("tcp.window_size_value")) as u16,
-            a: Analysis {
-                retrans: set(field!("tcp.analysis.retransmission")),
-                fast: set(field!("tcp.analysis.fast_retransmission")),
-                spurious: set(field!("tcp.analysis.spurious_retransmission")),
-                ooo: set(field!("tcp.analysis.out_of_order")),
-                keep_alive: set(field!("tcp.analysis.keep_alive")),
-                keep_alive_ack: set(field!("tcp.analysis.keep_alive_ack")),
-                dup_ack: set(field!("tcp.analysis.duplicate_ack")),
-                lost_segment: set(field!("tcp.analysis.lost_segment")),
-                zero_window: set(field!("tcp.analysis.zero_window")),
-                window_full: set(field!("tcp.analysis.window_full")),
-            },
+            a: self.analysis(),
+            dns: self.dns(),
             initial_rtt_ns: set(field!("tcp.analysis.initial_rtt"))
                 .then(|| ts_ns(g(field!("tcp.analysis.initial_rtt")))),
             tls_content_type: g(field!("tls.record.content_type")).parse().ok(),
             udp_len: num(field!("udp.length")),
-            dns,
             icmp_error: matches!(g(field!("icmp.type")), "3" | "4" | "5" | "11" | "12")
                 || matches!(g(field!("icmpv6.type")), "1" | "2" | "3" | "4"),
-        });
+        })
     }
-    v
+
+    /// (transport, tshark's stream, source port, destination port); a
+    /// non-TCP/UDP packet's "stream" is its protocol and address pair.
+    fn transport(
+        &self,
+        src_addr: &str,
+        dst_addr: &str,
+        ip_proto: Option<u8>,
+    ) -> (L4, String, u16, u16) {
+        let (g, set, num) = (|i| self.g(i), |i| self.set(i), |i| self.num(i));
+        if set(field!("tcp.stream")) {
+            let (sp, dp) = (
+                num(field!("tcp.srcport")) as u16,
+                num(field!("tcp.dstport")) as u16,
+            );
+            (L4::Tcp, format!("tcp:{}", g(field!("tcp.stream"))), sp, dp)
+        } else if set(field!("udp.stream")) {
+            let (sp, dp) = (
+                num(field!("udp.srcport")) as u16,
+                num(field!("udp.dstport")) as u16,
+            );
+            (L4::Udp, format!("udp:{}", g(field!("udp.stream"))), sp, dp)
+        } else {
+            let (a, b) = if src_addr <= dst_addr {
+                (src_addr, dst_addr)
+            } else {
+                (dst_addr, src_addr)
+            };
+            let proto = ip_proto.map_or(String::new(), |p| p.to_string());
+            (L4::Other, format!("ip:{proto}:{a}-{b}"), 0, 0)
+        }
+    }
+
+    /// tshark's TCP analysis flags.
+    fn analysis(&self) -> Analysis {
+        let set = |i| self.set(i);
+        Analysis {
+            retrans: set(field!("tcp.analysis.retransmission")),
+            fast: set(field!("tcp.analysis.fast_retransmission")),
+            spurious: set(field!("tcp.analysis.spurious_retransmission")),
+            ooo: set(field!("tcp.analysis.out_of_order")),
+            keep_alive: set(field!("tcp.analysis.keep_alive")),
+            keep_alive_ack: set(field!("tcp.analysis.keep_alive_ack")),
+            dup_ack: set(field!("tcp.analysis.duplicate_ack")),
+            lost_segment: set(field!("tcp.analysis.lost_segment")),
+            zero_window: set(field!("tcp.analysis.zero_window")),
+            window_full: set(field!("tcp.analysis.window_full")),
+        }
+    }
+
+    /// The DNS message, if the packet carries one.
+    fn dns(&self) -> Option<Dns> {
+        let (g, set) = (|i| self.g(i), |i| self.set(i));
+        (set(field!("dns.id")) && set(field!("dns.flags.response"))).then(|| Dns {
+            id: hex_u16(g(field!("dns.id"))),
+            response: matches!(g(field!("dns.flags.response")), "1" | "True"),
+            time_ns: set(field!("dns.time")).then(|| ts_ns(g(field!("dns.time")))),
+            response_to: g(field!("dns.response_to")).parse().ok(),
+            rcode: g(field!("dns.flags.rcode")).parse().ok(),
+        })
+    }
 }

@@ -3,12 +3,12 @@
 //! Durations are microseconds; absent measurements are `null`, never a fake
 //! 0 (see `flow::record::Npm`).
 
-use std::io::Write;
 use std::net::IpAddr;
 
 use serde::Serialize;
 
 use super::json_l7::{self, JsonL7};
+use super::json_text::{addr, string};
 use crate::flow::record::{DirStats, EndReason, FlowRecord, TsRttLeg};
 
 /// The serialised shape of one record (borrowing, no copies of the record).
@@ -200,27 +200,6 @@ fn count<I: itoa::Integer + Default + PartialEq>(buf: &mut Vec<u8>, n: &mut itoa
     }
 }
 
-pub(super) fn addr(buf: &mut Vec<u8>, a: IpAddr) {
-    match a {
-        // Dotted quad by hand: `Display` goes through the formatter's
-        // padding logic, four small integers do not need it.
-        IpAddr::V4(v4) => {
-            let mut n = itoa::Buffer::new();
-            let [a, b, c, d] = v4.octets();
-            buf.extend_from_slice(n.format(a).as_bytes());
-            for o in [b, c, d] {
-                buf.push(b'.');
-                buf.extend_from_slice(n.format(o).as_bytes());
-            }
-        }
-        // RFC 5952 text (zero-run compression, embedded IPv4 forms) is
-        // std's, exactly what serde's `Serialize` for `Ipv6Addr` writes.
-        IpAddr::V6(v6) => {
-            let _ = write!(buf, "{v6}");
-        }
-    }
-}
-
 fn dir(buf: &mut Vec<u8>, n: &mut itoa::Buffer, d: &DirStats) {
     buf.extend_from_slice(b"{\"packets\":");
     count(buf, n, d.packets);
@@ -267,35 +246,6 @@ fn leg(buf: &mut Vec<u8>, n: &mut itoa::Buffer, l: Option<&TsRttLeg>) {
     buf.extend_from_slice(b",\"missed\":");
     count(buf, n, l.missed);
     buf.push(b'}');
-}
-
-/// A JSON string with serde_json's escapes: `\"`, `\\`, the short forms
-/// `\b \f \n \r \t`, `\u00xx` (lower-case hex) for other control bytes;
-/// everything else, non-ASCII included, as its UTF-8 bytes.
-pub(super) fn string(buf: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    buf.push(b'"');
-    for &b in s.as_bytes() {
-        match b {
-            b'"' => buf.extend_from_slice(b"\\\""),
-            b'\\' => buf.extend_from_slice(b"\\\\"),
-            0x08 => buf.extend_from_slice(b"\\b"),
-            0x0c => buf.extend_from_slice(b"\\f"),
-            b'\n' => buf.extend_from_slice(b"\\n"),
-            b'\r' => buf.extend_from_slice(b"\\r"),
-            b'\t' => buf.extend_from_slice(b"\\t"),
-            0..0x20 => buf.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 0xf)],
-            ]),
-            _ => buf.push(b),
-        }
-    }
-    buf.push(b'"');
 }
 
 #[cfg(test)]
@@ -374,7 +324,6 @@ mod tests {
 
     #[test]
     fn ts_rtt_legs_are_objects_with_nulls_for_no_sample() {
-        use crate::flow::record::{TsRttLeg, TsRttRecord};
         let mut rec = FlowRecord {
             client_addr: IpAddr::V6(Ipv6Addr::LOCALHOST),
             client_port: 1,
@@ -419,16 +368,12 @@ mod tests {
         assert_eq!(v["ts_rtt_client"]["p50_us"], serde_json::Value::Null);
     }
 
-    /// The hand-written lines are byte for byte serde_json's rendering of
-    /// [`JsonRecord`], over records that between them take every optional
-    /// field both ways, every end reason, both address families (with the
-    /// IPv6 text forms that compress or embed IPv4), extreme counters and a
-    /// process name that needs escaping.
-    #[test]
-    fn same_bytes_as_serde_json() {
-        use crate::flow::record::{Process, TsRttLeg, TsRttRecord};
-        use std::net::Ipv4Addr;
-        let addrs = [
+    use crate::flow::record::{Process, TsRttLeg, TsRttRecord};
+    use std::net::Ipv4Addr;
+
+    /// Both families, with the IPv6 text forms that compress or embed IPv4.
+    fn addrs() -> [IpAddr; 8] {
+        [
             IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
             IpAddr::V4(Ipv4Addr::new(0, 0, 0, 0)),
             IpAddr::V4(Ipv4Addr::new(255, 255, 255, 255)),
@@ -439,14 +384,49 @@ mod tests {
             IpAddr::V6(Ipv6Addr::new(
                 0x2001, 0xdb8, 0xffff, 0xabcd, 0, 0, 0xffff, 0,
             )),
-        ];
-        let reasons = [
-            EndReason::Idle,
-            EndReason::Active,
-            EndReason::End,
-            EndReason::Forced,
-            EndReason::Evicted,
-        ];
+        ]
+    }
+
+    const REASONS: [EndReason; 5] = [
+        EndReason::Idle,
+        EndReason::Active,
+        EndReason::End,
+        EndReason::Forced,
+        EndReason::Evicted,
+    ];
+
+    /// Process names, some of which need escaping.
+    const NAMES: [&str; 5] = [
+        "curl",
+        "quote\"back\\slash",
+        "tab\tnl\ncr\r\u{1}\u{1f}",
+        "\u{8}\u{c}\u{7f}é",
+        "",
+    ];
+
+    /// An all-zero direction and one with extreme counters.
+    fn dirs() -> [DirStats; 2] {
+        [
+            DirStats::default(),
+            DirStats {
+                packets: u64::MAX,
+                bytes: 1_234_567_890_123,
+                tcp_flags: 0x1b,
+                retrans: 9,
+                retrans_fast: 2,
+                retrans_spurious: 3,
+                retrans_other: 4,
+                ooo: 5,
+                keepalive: 6,
+                dup_ack: 7,
+                zero_window: 8,
+                window_full: u32::MAX,
+            },
+        ]
+    }
+
+    /// No timestamp RTT, a full leg, a partial one, both empty.
+    fn ts_rtt(i: usize) -> Option<TsRttRecord> {
         let full_leg = TsRttLeg {
             count: u32::MAX,
             min_us: Some(0),
@@ -465,77 +445,68 @@ mod tests {
             p90_us: None,
             missed: 0,
         };
-        let dirs = [
-            DirStats::default(),
-            DirStats {
-                packets: u64::MAX,
-                bytes: 1_234_567_890_123,
-                tcp_flags: 0x1b,
-                retrans: 9,
-                retrans_fast: 2,
-                retrans_spurious: 3,
-                retrans_other: 4,
-                ooo: 5,
-                keepalive: 6,
-                dup_ack: 7,
-                zero_window: 8,
-                window_full: u32::MAX,
-            },
-        ];
-        let names = [
-            "curl",
-            "quote\"back\\slash",
-            "tab\tnl\ncr\r\u{1}\u{1f}",
-            "\u{8}\u{c}\u{7f}é",
-            "",
-        ];
-        let mut recs = Vec::new();
-        for i in 0..40usize {
-            let some = |v: u32| (i % 3 != 0).then_some(v);
-            recs.push(FlowRecord {
-                client_addr: addrs[i % addrs.len()],
-                client_port: [0, 1, 443, u16::MAX][i % 4],
-                server_addr: addrs[(i * 3 + 1) % addrs.len()],
-                server_port: [53, u16::MAX, 0][i % 3],
-                proto: [6, 17, 1, 58, 132, 255, 0][i % 7],
-                vlan: [None, Some(0), Some(4095), Some(100)][i % 4],
-                direction_guessed: i % 2 == 1,
-                start: Timestamp(i as u64 * 1_000_000_007 + 499),
-                end: Timestamp(u64::MAX - i as u64),
-                end_reason: reasons[i % reasons.len()],
-                tos: [0, 0xb8, 0xff][i % 3],
-                c2s: dirs[i % 2],
-                s2c: dirs[(i / 2) % 2],
-                npm: Npm {
-                    rtt_us: some(15_000),
-                    server_net_us: some(u32::MAX),
-                    client_net_us: (i % 5 == 0).then_some(0),
-                    srt_us: [None, Some(0), Some(250)][i % 3],
-                    srt_count: [0, 1, u32::MAX][i % 3],
-                    srt_min_us: some(1),
-                    srt_mean_us: (i % 4 == 1).then_some(2),
-                    srt_max_us: some(3),
-                    tls: i % 4 == 2,
-                    ts_rtt: match i % 4 {
-                        0 => None,
-                        1 => Some(TsRttRecord {
-                            server: full_leg,
-                            client: TsRttLeg::default(),
-                        }),
-                        2 => Some(TsRttRecord {
-                            server: partial_leg,
-                            client: full_leg,
-                        }),
-                        _ => Some(TsRttRecord::default()),
-                    },
-                },
-                seq_in_flow: [0, 1, u32::MAX][i % 3],
-                process: (i % 6 != 0)
-                    .then(|| Process::new(i as u32 * 1000, names[i % names.len()], 10_250)),
-                app: super::super::json_l7::tests::app(i),
-                l7: super::super::json_l7::tests::fields(i),
-            });
+        match i % 4 {
+            0 => None,
+            1 => Some(TsRttRecord {
+                server: full_leg,
+                client: TsRttLeg::default(),
+            }),
+            2 => Some(TsRttRecord {
+                server: partial_leg,
+                client: full_leg,
+            }),
+            _ => Some(TsRttRecord::default()),
         }
+    }
+
+    /// Record `i` of the 40 that between them take every optional field
+    /// both ways.
+    fn varied(i: usize) -> FlowRecord {
+        let addrs = addrs();
+        let dirs = dirs();
+        let some = |v: u32| (!i.is_multiple_of(3)).then_some(v);
+        FlowRecord {
+            client_addr: addrs[i % addrs.len()],
+            client_port: [0, 1, 443, u16::MAX][i % 4],
+            server_addr: addrs[(i * 3 + 1) % addrs.len()],
+            server_port: [53, u16::MAX, 0][i % 3],
+            proto: [6, 17, 1, 58, 132, 255, 0][i % 7],
+            vlan: [None, Some(0), Some(4095), Some(100)][i % 4],
+            direction_guessed: i % 2 == 1,
+            start: Timestamp(i as u64 * 1_000_000_007 + 499),
+            end: Timestamp(u64::MAX - i as u64),
+            end_reason: REASONS[i % REASONS.len()],
+            tos: [0, 0xb8, 0xff][i % 3],
+            c2s: dirs[i % 2],
+            s2c: dirs[(i / 2) % 2],
+            npm: Npm {
+                rtt_us: some(15_000),
+                server_net_us: some(u32::MAX),
+                client_net_us: i.is_multiple_of(5).then_some(0),
+                srt_us: [None, Some(0), Some(250)][i % 3],
+                srt_count: [0, 1, u32::MAX][i % 3],
+                srt_min_us: some(1),
+                srt_mean_us: (i % 4 == 1).then_some(2),
+                srt_max_us: some(3),
+                tls: i % 4 == 2,
+                ts_rtt: ts_rtt(i),
+            },
+            seq_in_flow: [0, 1, u32::MAX][i % 3],
+            process: (!i.is_multiple_of(6))
+                .then(|| Process::new(i as u32 * 1000, NAMES[i % NAMES.len()], 10_250)),
+            app: super::super::json_l7::tests::app(i),
+            l7: super::super::json_l7::tests::fields(i),
+        }
+    }
+
+    /// The hand-written lines are byte for byte serde_json's rendering of
+    /// [`JsonRecord`], over records that between them take every optional
+    /// field both ways, every end reason, both address families (with the
+    /// IPv6 text forms that compress or embed IPv4), extreme counters and a
+    /// process name that needs escaping.
+    #[test]
+    fn same_bytes_as_serde_json() {
+        let recs: Vec<FlowRecord> = (0..40usize).map(varied).collect();
         let mut got = Vec::new();
         let mut want = Vec::new();
         for r in &recs {

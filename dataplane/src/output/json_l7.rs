@@ -212,8 +212,8 @@ fn null(buf: &mut Vec<u8>) {
 fn text_val(buf: &mut Vec<u8>, v: &[u8]) {
     let shown = Shown(v);
     match std::str::from_utf8(v) {
-        Ok(s) if shown.is_verbatim() => super::json::string(buf, s),
-        _ => super::json::string(buf, &shown.to_string()),
+        Ok(s) if shown.is_verbatim() => super::json_text::string(buf, s),
+        _ => super::json_text::string(buf, &shown.to_string()),
     }
 }
 
@@ -337,7 +337,7 @@ fn dns_keys(buf: &mut Vec<u8>, n: &mut itoa::Buffer, d: Option<&DnsInfo>) {
     match d.and_then(|d| d.answer_addr) {
         Some(a) => {
             buf.push(b'"');
-            super::json::addr(buf, a);
+            super::json_text::addr(buf, a);
             buf.push(b'"');
         }
         None => null(buf),

@@ -7,6 +7,7 @@ mod json;
 mod json_l7;
 #[cfg(feature = "json-read")]
 mod json_read;
+mod json_text;
 mod table;
 
 use std::io::{self, Write};

@@ -7,9 +7,9 @@
 use xdprobe_dataplane::FlowRecord;
 use xdprobe_dataplane::l7::L7Fields;
 
+use super::{FlowTemplate, Format, Profile};
 use crate::ie::{Field, PEN_NTOP, V9_PRIVATE_BASE, VARLEN, Value, ntop};
 use crate::ie_l7::{Kind, L7_ELEMENTS, L7Value, NTOP_L7, element, v9_len};
-use crate::template::{FlowTemplate, Format, Profile};
 
 /// Which L7 field set a record carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,6 +6,8 @@
 //! Every collector has its own encoder and therefore its own template IDs
 //! space; the IDs below are per transport session.
 
+pub mod l7;
+
 use crate::ie::{
     Field, NPM_ELEMENTS, Npm, PEN_NTOP, PEN_REVERSE, Side, V9_PRIVATE_BASE, VARLEN, Value, iana,
     ntop, probe,
@@ -242,7 +244,7 @@ pub struct Templates {
     /// name): see `Encoder::set_domain_name`.
     pub domain_name: Option<DomainNameTemplate>,
     /// The flow templates with each kind of L7 field set
-    /// (`template_l7`), announced when a record first needs one.
+    /// ([`l7`]), announced when a record first needs one.
     pub l7: Vec<FlowTemplate>,
 }
 
@@ -256,7 +258,7 @@ impl Templates {
             TEMPLATE_ID_V6,
             flow_fields(true, format, mode, profile, pen),
         );
-        let l7 = crate::template_l7::l7_templates(&v4, &v6, format, profile, pen);
+        let l7 = l7::l7_templates(&v4, &v6, format, profile, pen);
         Templates {
             v4,
             v6,
@@ -301,9 +303,26 @@ pub fn flow_fields(
     profile: Profile,
     pen: u32,
 ) -> Vec<Field> {
-    use iana::*;
     let ipfix = format == Format::Ipfix;
     let mut f = Vec::with_capacity(64);
+    key_and_forward_fields(&mut f, ipv6, ipfix);
+    if mode == Mode::Biflow {
+        reverse_fields(&mut f, ipfix);
+    }
+    if ipfix {
+        npm_fields_ipfix(&mut f, pen);
+    } else {
+        npm_fields_v9(&mut f);
+    }
+    if profile == Profile::Ntop {
+        ntop_fields(&mut f, ipfix);
+    }
+    f
+}
+
+/// The flow key, times and the forward (or only) direction's counters.
+fn key_and_forward_fields(f: &mut Vec<Field>, ipv6: bool, ipfix: bool) {
+    use iana::*;
     if ipv6 {
         f.push(Field::iana(SOURCE_IPV6_ADDRESS, 16, Value::SrcV6));
         f.push(Field::iana(DESTINATION_IPV6_ADDRESS, 16, Value::DstV6));
@@ -339,93 +358,102 @@ pub fn flow_fields(
     ));
     f.push(Field::iana(FLOW_END_REASON, 1, Value::EndReason));
     f.push(Field::iana(BIFLOW_DIRECTION, 1, Value::BiflowDirection));
-    if mode == Mode::Biflow {
-        if ipfix {
-            f.push(Field::enterprise(
-                PEN_REVERSE,
-                OCTET_DELTA_COUNT,
-                8,
-                Value::Octets(Side::Rev),
-            ));
-            f.push(Field::enterprise(
-                PEN_REVERSE,
-                PACKET_DELTA_COUNT,
-                8,
-                Value::Packets(Side::Rev),
-            ));
-            f.push(Field::enterprise(
-                PEN_REVERSE,
-                TCP_CONTROL_BITS,
-                2,
-                Value::TcpFlags(Side::Rev),
-            ));
-        } else {
-            f.push(Field::iana(NF9_OUT_BYTES, 8, Value::Octets(Side::Rev)));
-            f.push(Field::iana(NF9_OUT_PKTS, 8, Value::Packets(Side::Rev)));
-        }
-    }
+}
+
+/// The reverse direction's counters of a biflow record.
+fn reverse_fields(f: &mut Vec<Field>, ipfix: bool) {
+    use iana::*;
     if ipfix {
-        for e in NPM_ELEMENTS {
-            f.push(Field::enterprise(pen, e.id, e.len, Value::Npm(e.value)));
-        }
+        f.push(Field::enterprise(
+            PEN_REVERSE,
+            OCTET_DELTA_COUNT,
+            8,
+            Value::Octets(Side::Rev),
+        ));
+        f.push(Field::enterprise(
+            PEN_REVERSE,
+            PACKET_DELTA_COUNT,
+            8,
+            Value::Packets(Side::Rev),
+        ));
+        f.push(Field::enterprise(
+            PEN_REVERSE,
+            TCP_CONTROL_BITS,
+            2,
+            Value::TcpFlags(Side::Rev),
+        ));
     } else {
-        // v9 has no enterprise numbers: the nProbe latency pair nfdump maps
-        // to its latency columns stands in for the NPM block.
-        for (id, v) in [
-            (
-                ntop::NF9_CLIENT_NW_DELAY_SEC,
-                Value::Nf9ClientDelay { usec: false },
-            ),
-            (
-                ntop::NF9_CLIENT_NW_DELAY_USEC,
-                Value::Nf9ClientDelay { usec: true },
-            ),
-            (
-                ntop::NF9_SERVER_NW_DELAY_SEC,
-                Value::Nf9ServerDelay { usec: false },
-            ),
-            (
-                ntop::NF9_SERVER_NW_DELAY_USEC,
-                Value::Nf9ServerDelay { usec: true },
-            ),
-            (
-                ntop::NF9_APPL_LATENCY_SEC,
-                Value::Nf9ApplLatency { usec: false },
-            ),
-            (
-                ntop::NF9_APPL_LATENCY_USEC,
-                Value::Nf9ApplLatency { usec: true },
-            ),
-        ] {
-            f.push(Field::iana(id, 4, v));
-        }
-        // The receive-window events and timestamp RTT, under their private v9 types.
-        for e in NPM_ELEMENTS.iter().filter(|e| is_v9_npm(e.value)) {
-            f.push(Field::iana(
-                V9_PRIVATE_BASE + e.id,
-                e.len,
-                Value::Npm(e.value),
-            ));
-        }
+        f.push(Field::iana(NF9_OUT_BYTES, 8, Value::Octets(Side::Rev)));
+        f.push(Field::iana(NF9_OUT_PKTS, 8, Value::Packets(Side::Rev)));
     }
-    if profile == Profile::Ntop {
-        for (id, v) in [
-            (ntop::CLIENT_NW_LATENCY_MS, Value::NtopClientNwMs),
-            (ntop::SERVER_NW_LATENCY_MS, Value::NtopServerNwMs),
-            (ntop::APPL_LATENCY_MS, Value::NtopApplMs),
-            (ntop::RETRANSMITTED_IN_PKTS, Value::NtopRetrans(Side::Fwd)),
-            (ntop::RETRANSMITTED_OUT_PKTS, Value::NtopRetrans(Side::Rev)),
-            (ntop::OOORDER_IN_PKTS, Value::NtopOoo(Side::Fwd)),
-            (ntop::OOORDER_OUT_PKTS, Value::NtopOoo(Side::Rev)),
-        ] {
-            f.push(if ipfix {
-                Field::enterprise(PEN_NTOP, id, 4, v)
-            } else {
-                Field::iana(ntop::V9_BASE + id, 4, v)
-            });
-        }
+}
+
+/// The NPM block under the probe's enterprise number.
+fn npm_fields_ipfix(f: &mut Vec<Field>, pen: u32) {
+    for e in NPM_ELEMENTS {
+        f.push(Field::enterprise(pen, e.id, e.len, Value::Npm(e.value)));
     }
-    f
+}
+
+/// The NPM block in NetFlow v9.
+fn npm_fields_v9(f: &mut Vec<Field>) {
+    // v9 has no enterprise numbers: the nProbe latency pair nfdump maps
+    // to its latency columns stands in for the NPM block.
+    for (id, v) in [
+        (
+            ntop::NF9_CLIENT_NW_DELAY_SEC,
+            Value::Nf9ClientDelay { usec: false },
+        ),
+        (
+            ntop::NF9_CLIENT_NW_DELAY_USEC,
+            Value::Nf9ClientDelay { usec: true },
+        ),
+        (
+            ntop::NF9_SERVER_NW_DELAY_SEC,
+            Value::Nf9ServerDelay { usec: false },
+        ),
+        (
+            ntop::NF9_SERVER_NW_DELAY_USEC,
+            Value::Nf9ServerDelay { usec: true },
+        ),
+        (
+            ntop::NF9_APPL_LATENCY_SEC,
+            Value::Nf9ApplLatency { usec: false },
+        ),
+        (
+            ntop::NF9_APPL_LATENCY_USEC,
+            Value::Nf9ApplLatency { usec: true },
+        ),
+    ] {
+        f.push(Field::iana(id, 4, v));
+    }
+    // The receive-window events and timestamp RTT, under their private v9 types.
+    for e in NPM_ELEMENTS.iter().filter(|e| is_v9_npm(e.value)) {
+        f.push(Field::iana(
+            V9_PRIVATE_BASE + e.id,
+            e.len,
+            Value::Npm(e.value),
+        ));
+    }
+}
+
+/// The nProbe elements ntopng/nProbe users know.
+fn ntop_fields(f: &mut Vec<Field>, ipfix: bool) {
+    for (id, v) in [
+        (ntop::CLIENT_NW_LATENCY_MS, Value::NtopClientNwMs),
+        (ntop::SERVER_NW_LATENCY_MS, Value::NtopServerNwMs),
+        (ntop::APPL_LATENCY_MS, Value::NtopApplMs),
+        (ntop::RETRANSMITTED_IN_PKTS, Value::NtopRetrans(Side::Fwd)),
+        (ntop::RETRANSMITTED_OUT_PKTS, Value::NtopRetrans(Side::Rev)),
+        (ntop::OOORDER_IN_PKTS, Value::NtopOoo(Side::Fwd)),
+        (ntop::OOORDER_OUT_PKTS, Value::NtopOoo(Side::Rev)),
+    ] {
+        f.push(if ipfix {
+            Field::enterprise(PEN_NTOP, id, 4, v)
+        } else {
+            Field::iana(ntop::V9_BASE + id, 4, v)
+        });
+    }
 }
 
 /// True if no enterprise element of `t` shares its ID with a reverse

@@ -68,6 +68,11 @@ pub fn run(a: ConnlatArgs) -> anyhow::Result<ExitCode> {
         min_latency: Duration::from_micros(a.min_us),
     };
     super::host::warn_other_agents("conn_", "connect-latency probe");
+    // Before attaching: a SIGTERM during setup ends the run cleanly.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
     let mut probe = match ConnProbe::start(&kernel, &opts) {
         Ok(p) => p,
         Err(e) if e.is_setup_error() => {
@@ -77,10 +82,6 @@ pub fn run(a: ConnlatArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(anyhow::Error::new(e).context("starting the connect-latency probe")),
     };
     tracing::info!("attached to {}", probe.hook());
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
-    }
     let clock = WallClock::now();
     let t0 = monotonic_ns();
     let started = Instant::now();

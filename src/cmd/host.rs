@@ -199,6 +199,12 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
         Ok(o) => o,
         Err(e) => return Ok(setup_error(format!("{e:#}"))),
     };
+    // Before attaching: a SIGTERM while the layers attach ends the run
+    // cleanly once they are, instead of killing it half set up.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
     let probe = match attach(&opts)? {
         Ok(p) => p,
         Err(code) => return Ok(code),
@@ -212,10 +218,6 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
             xdprobe_exporter::safe_file::create_new_or_truncate(p)?,
         )),
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
-    }
     let json: Option<Box<dyn Write>> = match a.json.as_deref() {
         None => None,
         Some("-") => Some(Box::new(std::io::stdout().lock())),

@@ -57,11 +57,12 @@ pub(super) fn run(a: EchoArgs) -> anyhow::Result<ExitCode> {
     let mut sink = Sink::Json(Box::new(std::io::BufWriter::new(
         xdprobe_exporter::safe_file::create_new_or_truncate(&out)?,
     )));
+    // Before attaching, as `trace run` does.
+    let stop = stop_flag()?;
     let mut probe = match start(&kernel, &opts) {
         Ok(p) => p,
         Err(r) => return r,
     };
-    let stop = stop_flag()?;
     let idle = a.tracer.idle;
     let (sent, st, written) = std::thread::scope(|s| -> anyhow::Result<_> {
         let sender = s.spawn(|| echo::send(&sock, &plan, &stop));

@@ -429,11 +429,13 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
             xdprobe_exporter::safe_file::create_new_or_truncate(std::path::Path::new(p))?,
         ))),
     };
+    // Before attaching: a SIGTERM while the points attach ends the run
+    // cleanly once they are, instead of killing it half set up.
+    let stop = stop_flag()?;
     let mut probe = match start(&kernel, &opts) {
         Ok(p) => p,
         Err(r) => return r,
     };
-    let stop = stop_flag()?;
     let started = Instant::now();
     let (st, written) = trace_into(&kernel, &mut probe, a.tracer.idle, &mut sink, &mut || {
         stop.load(Ordering::Relaxed) || a.duration.is_some_and(|d| started.elapsed() >= d)

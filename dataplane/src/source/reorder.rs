@@ -59,6 +59,10 @@ pub struct ReorderStats {
 /// Packets read from the file at a time.
 const READ_BATCH: usize = 16;
 
+/// How far the ring's front may walk before the held packets are moved
+/// back to its start ([`Ring::compact`]).
+const COMPACT_AT: usize = 512;
+
 /// A packet held: its fields and where its bytes are in the reader's
 /// buffer.
 #[derive(Clone, Copy, Debug, Default)]
@@ -142,6 +146,22 @@ impl Ring {
         self.head = (self.head + 1) & Self::MASK;
         self.len -= 1;
         Some(h)
+    }
+
+    /// Moves the held packets back to the start of the array once the
+    /// front has walked [`COMPACT_AT`] slots into it (and they do not
+    /// wrap): then a stream that holds a few hundred packets at a time
+    /// keeps writing the same few dozen KiB, which stay in cache, instead
+    /// of walking all 8192 slots (384 KiB) and missing on every slot it
+    /// writes (0.6 L2 misses a packet on the bench file, cachegrind). A
+    /// copy of the held packets every `COMPACT_AT` out: nothing when few
+    /// are held.
+    #[inline]
+    fn compact(&mut self) {
+        if self.head >= COMPACT_AT && self.head + self.len <= CAPACITY {
+            self.slots.copy_within(self.head..self.head + self.len, 0);
+            self.head = 0;
+        }
     }
 
     /// Puts `h` at position `at`, moving the later ones one up (a packet
@@ -230,6 +250,7 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
     /// false at the end of the file or on an error (kept for
     /// [`next_batch`](Self::next_batch) to report).
     fn read_some(&mut self) -> bool {
+        self.held.compact();
         let room = CAPACITY.saturating_sub(self.held.len()).min(READ_BATCH);
         let mut n = 0;
         while n < room {
@@ -424,6 +445,26 @@ mod tests {
         let (got, st) = order(&file(&recs), 16);
         assert_eq!(got, vec![(1000, 1), (1100, 2), (1300, 3), (5000, 4)]);
         assert_eq!(st.reordered, 1);
+    }
+
+    /// A long stream with jitter inside the window: everything comes out
+    /// in time order (file order among equal times) across the ring's
+    /// compactions, whatever the batch size.
+    #[test]
+    fn jitter_within_the_window_is_sorted_across_compactions() {
+        let recs: Vec<(u32, u8)> = (0..5000u32)
+            .map(|i| (i * 100 + (i * 7 % 15) * 100, i as u8))
+            .collect();
+        let mut want: Vec<(u64, u8)> = recs.iter().map(|&(u, t)| (u64::from(u), t)).collect();
+        want.sort_by_key(|&(u, _)| u);
+        for batch in [1, 7, 16, 256] {
+            let (got, st) = order(&file(&recs), batch);
+            assert_eq!(got, want, "batch {batch}");
+            assert!(
+                st.reordered > 0 && st.late == 0 && st.overflow == 0,
+                "{st:?}"
+            );
+        }
     }
 
     #[test]

@@ -205,7 +205,16 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             }
             Some(last) => {
                 workers.push(last);
-                let o = xdprobe::offline::spread::run(&mut reader, workers, &mut output, &mut hook);
+                // Nothing reads the records with `--format none` and no
+                // collector: the workers drop them where they end.
+                let keep = format.is_some() || sender.is_some();
+                let o = xdprobe::offline::spread::run(
+                    &mut reader,
+                    workers,
+                    &mut output,
+                    keep,
+                    &mut hook,
+                );
                 let read_result = o.read_result.map_err(|e| match e {
                     ReadStop::Capture(e) => ReadError::Capture(e),
                     ReadStop::Hook(e) => ReadError::Filter(e),

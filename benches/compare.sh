@@ -199,10 +199,17 @@ TABLE=$WORK/table.md
     echo "Commands (\`FILE\` the capture, \`TMP\` a scratch directory):"
     echo
     for i in "${!TOOLS[@]}"; do
-        echo "- \`$(echo "${TOOLS[$i]#*|}" | sed -e "s#${BASELINE:-/nonexistent}#BASELINE#g" -e "s#$TSFILE#TSFILE#g" -e "s#$FILE#FILE#g" -e "s#$WORK#TMP#g" -e "s#$ROOT/##g")\`"
+        cmd=${TOOLS[$i]#*|}
+        # The binaries first, whole words: one path may start another.
+        case $cmd in
+            "$XDP "*) cmd="${XDP_BIN:+XDPROBE}${XDP_BIN:-$XDP} ${cmd#"$XDP "}" ;;
+            "${BASELINE:-/nonexistent} "*) cmd="BASELINE ${cmd#"$BASELINE "}" ;;
+        esac
+        echo "- \`$(echo "$cmd" | sed -e "s#$TSFILE#TSFILE#g" -e "s#$FILE#FILE#g" -e "s#$WORK#TMP#g" -e "s#$ROOT/##g")\`"
     done
     echo
-    echo "\`TSFILE\`: \`FILE\` with the TCP timestamp option on every TCP segment (\`benches/support/tcp_ts.rs\`)."
+    [ "$SHORT" = 1 ] || echo "\`TSFILE\`: \`FILE\` with the TCP timestamp option on every TCP segment (\`benches/support/tcp_ts.rs\`)."
+    [ -z "$XDP_BIN" ] || echo "\`XDPROBE\`: the binary given with \`--bin\`."
     [ -z "$BASELINE" ] || echo "\`BASELINE\`: \`xdprobe\` built with the same profile from another commit (\`--baseline\`)."
 } >"$TABLE"
 cat "$TABLE"

@@ -120,6 +120,12 @@ impl CompactKey {
         }
     }
 
+    /// Both words (the address word holds an IPv6 key's slot).
+    #[inline]
+    pub fn words(&self) -> (u64, u64) {
+        (self.addrs, self.rest)
+    }
+
     /// The side-column slot of an IPv6 key's addresses.
     #[inline]
     pub fn v6_slot(&self) -> u32 {

@@ -23,13 +23,13 @@ use super::frag::{FragKey, FragTable};
 use super::key::{Addr, CompactKey, FlowKey, Side};
 use super::lru::{Heads, ListId};
 use super::mem::{AllocError, Column, TsColumn};
-use super::record::{Dir, EndReason, FlowRecord};
+use super::record::{EndReason, FlowRecord};
 use crate::metrics::dns::DnsTracker;
 use crate::metrics::tcp::TsCtx;
 use crate::metrics::tsrtt::{TsRtt, TsRttWorker};
 use crate::parse::{Fragment, L4, PacketMeta, TcpFlags, TcpMeta};
 use crate::time::Timestamp;
-use entry::{Cold, Hot1, Hot2, Kind, TcpColdEntry};
+use entry::{Arrival, Cold, Hot1, Hot2, Kind, TcpColdEntry};
 use index::Index;
 use slab::{Slab, Slabs, TCP};
 
@@ -297,16 +297,30 @@ impl FlowTable {
             pkt.proto,
             pkt.vlan,
         );
-        let hash = self.hasher.hash_one(key);
+        let compact = key.compact();
+        let hash = self.hash_key(&key, &compact);
         if pkt.fragment == Fragment::None {
             self.index.prefetch(hash);
         }
         Prepared {
             key,
-            compact: key.compact(),
+            compact,
             side,
             hash,
             candidate: None,
+        }
+    }
+
+    /// The hash a flow is indexed by: of its compact key's words, and an
+    /// IPv6 flow's addresses (what the table can give back for any flow,
+    /// to find its index entry again when it ends).
+    #[inline]
+    fn hash_key(&self, key: &FlowKey, compact: &CompactKey) -> u64 {
+        let (addrs, rest) = compact.words();
+        if compact.is_v6() {
+            self.hasher.hash_one((key.lo_addr, key.hi_addr, rest))
+        } else {
+            self.hasher.hash_one((addrs, rest))
         }
     }
 
@@ -418,13 +432,9 @@ impl FlowTable {
                 let side;
                 (later, side) =
                     FlowKey::canonical(pkt.src, sport, pkt.dst, dport, pkt.proto, pkt.vlan);
-                (
-                    &later,
-                    later.compact(),
-                    side,
-                    self.hasher.hash_one(later),
-                    None,
-                )
+                let compact = later.compact();
+                let hash = self.hash_key(&later, &compact);
+                (&later, compact, side, hash, None)
             }
         };
 
@@ -453,24 +463,6 @@ impl FlowTable {
             Some(i) => i,
             None => self.insert(key, compact, hash, side, pkt, ts, out),
         };
-
-        let h = self.slabs.head_mut(id);
-        let dir = h.dir_of(side);
-        if h.packets() == 0 {
-            h.last = ts;
-            self.slabs.cold_mut(id).first = ts;
-        } else if ts >= h.last {
-            h.last = ts;
-        } else {
-            // Out of time order: the first packet time may move back.
-            let c = self.slabs.cold_mut(id);
-            c.first = c.first.min(ts);
-        }
-        let h = self.slabs.head_mut(id);
-        let c = &mut h.dirs[dir.index()];
-        c.packets += 1;
-        c.bytes += u64::from(pkt.ip_len);
-        let (kind, dns) = (h.kind, h.side);
         match pkt.l4 {
             L4::Tcp(t) => {
                 if id & TCP == 0 {
@@ -478,20 +470,39 @@ impl FlowTable {
                     // (a non-first fragment): flags and closing, no metrics.
                     id = self.promote(id, hash);
                 }
-                self.on_tcp(id, dir, &t, pkt, ts);
+                self.on_tcp(id, side, &t, pkt, ts);
             }
-            _ if kind == Kind::Dns => {
-                if let Some(d) = self.slabs.dns.get_mut(dns) {
+            _ => {
+                let h = self.slabs.head_mut(id);
+                let (dir, when) = h.account(side, pkt.ip_len, ts);
+                let (kind, dns) = (h.kind, h.side);
+                if when != Arrival::InOrder {
+                    self.note_first(id, when, ts);
+                }
+                if kind == Kind::Dns
+                    && let Some(d) = self.slabs.dns.get_mut(dns)
+                {
                     d.on_datagram(dir, pkt.payload, ts);
                 }
             }
-            _ => {}
         }
     }
 
-    /// A TCP segment of flow `id` (in the TCP slab), travelling in `dir`.
+    /// The first packet time of flow `id`'s interval, when its packet at
+    /// `ts` started the interval or came out of time order (cold: these
+    /// are the only packets that read it).
+    #[cold]
+    fn note_first(&mut self, id: u32, when: Arrival, ts: Timestamp) {
+        let c = self.slabs.cold_mut(id);
+        c.first = match when {
+            Arrival::First => ts,
+            _ => c.first.min(ts),
+        };
+    }
+
+    /// A TCP segment of flow `id` (in the TCP slab) sent from `side`.
     #[inline]
-    fn on_tcp(&mut self, id: u32, dir: Dir, t: &TcpMeta, pkt: &PacketMeta<'_>, ts: Timestamp) {
+    fn on_tcp(&mut self, id: u32, side: Side, t: &TcpMeta, pkt: &PacketMeta<'_>, ts: Timestamp) {
         let i = (id & !TCP) as usize;
         let (Some(hot), Some(cold)) = (
             self.slabs.tcp.hot.get_mut(i),
@@ -500,6 +511,12 @@ impl FlowTable {
             return;
         };
         let h = &mut hot.head;
+        let (dir, when) = h.account(side, pkt.ip_len, ts);
+        match when {
+            Arrival::InOrder => {}
+            Arrival::First => cold.cold.first = ts,
+            Arrival::Early => cold.cold.first = cold.cold.first.min(ts),
+        }
         if t.flags.contains(TcpFlags::FIN) {
             h.set_fin(dir);
         }

@@ -30,6 +30,19 @@ pub(super) struct Counters {
     pub bytes: u64,
 }
 
+/// Where a packet falls in its flow's interval, for the first packet time
+/// (kept cold).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Arrival {
+    /// The interval's first packet: it sets the first time.
+    First,
+    /// At or after the last packet: the first time stays.
+    InOrder,
+    /// Before the last packet (time going backwards): the first time may
+    /// move back.
+    Early,
+}
+
 /// Which transport state a flow has besides its head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -243,6 +256,26 @@ impl Head {
     #[inline]
     pub fn closing(&self) -> bool {
         self.on & bit(ListId::Closing) != 0
+    }
+
+    /// Counts a packet of `bytes` sent from `side` at `ts`: its direction,
+    /// and whether the first packet time (cold) needs a look.
+    #[inline]
+    pub fn account(&mut self, side: Side, bytes: u32, ts: Timestamp) -> (Dir, Arrival) {
+        let dir = self.dir_of(side);
+        let when = if self.packets() == 0 {
+            self.last = ts;
+            Arrival::First
+        } else if ts >= self.last {
+            self.last = ts;
+            Arrival::InOrder
+        } else {
+            Arrival::Early
+        };
+        let c = &mut self.dirs[dir.index()];
+        c.packets += 1;
+        c.bytes += u64::from(bytes);
+        (dir, when)
     }
 
     #[inline]

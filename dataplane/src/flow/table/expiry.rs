@@ -8,7 +8,6 @@ use super::{FlowConfig, FlowTable, dur_ns};
 use crate::flow::lru::ListId;
 use crate::flow::record::{EndReason, FlowRecord};
 use crate::time::Timestamp;
-use std::hash::BuildHasher;
 
 impl FlowTable {
     /// Runs every expiry whose time has come at `self.now`.
@@ -112,8 +111,8 @@ impl FlowTable {
         {
             super::prefetch(c, size_of::<TcpColdEntry>());
         }
-        self.index
-            .prefetch(self.hasher.hash_one(self.slabs.key(head)));
+        let key = self.slabs.key(head);
+        self.index.prefetch(self.hash_key(&key, &key.compact()));
     }
 
     /// Applies new idle/active/linger timeouts to the running table (config

@@ -42,6 +42,22 @@ struct Bucket {
 
 const _: () = assert!(size_of::<Bucket>() == 64);
 
+impl Bucket {
+    /// The first flow here with `tag` for which `is` holds.
+    #[inline]
+    fn find(&self, tag: u16, is: &mut (impl FnMut(u32) -> bool + ?Sized)) -> Option<u32> {
+        let mut occ = self.occ;
+        while occ != 0 {
+            let s = occ.trailing_zeros() as usize;
+            occ &= occ - 1;
+            if self.tags[s] == tag && is(self.ids[s]) {
+                return Some(self.ids[s]);
+            }
+        }
+        None
+    }
+}
+
 // SAFETY: a `Bucket` is integers only; all zeros is an empty bucket.
 unsafe impl ZeroValid for Bucket {}
 
@@ -104,26 +120,38 @@ impl Index {
         self.find(hash, |_| true)
     }
 
-    /// The first flow with `hash`'s tag for which `is` holds.
+    /// The first flow with `hash`'s tag for which `is` holds: its home
+    /// bucket here, the buckets past it (nearly never) out of line.
     #[inline]
     pub fn find(&self, hash: u64, mut is: impl FnMut(u32) -> bool) -> Option<u32> {
         let tag = tag_of(hash);
+        let b = self.home(hash);
+        let bucket = self.buckets.as_slice().get(b)?;
+        if let Some(id) = bucket.find(tag, &mut is) {
+            return Some(id);
+        }
+        if bucket.over == 0 {
+            return None;
+        }
+        self.find_past(b, tag, &mut is)
+    }
+
+    /// [`find`](Self::find) in the buckets after `home`, which passed an
+    /// insert on.
+    #[cold]
+    #[inline(never)]
+    fn find_past(&self, home: usize, tag: u16, is: &mut dyn FnMut(u32) -> bool) -> Option<u32> {
         let buckets = self.buckets.as_slice();
-        let mut b = self.home(hash);
-        for _ in 0..buckets.len() {
+        let mut b = home;
+        for _ in 1..buckets.len() {
+            b = (b + 1) & self.mask;
             let bucket = buckets.get(b)?;
-            let mut occ = bucket.occ;
-            while occ != 0 {
-                let s = occ.trailing_zeros() as usize;
-                occ &= occ - 1;
-                if bucket.tags[s] == tag && is(bucket.ids[s]) {
-                    return Some(bucket.ids[s]);
-                }
+            if let Some(id) = bucket.find(tag, is) {
+                return Some(id);
             }
             if bucket.over == 0 {
                 return None;
             }
-            b = (b + 1) & self.mask;
         }
         None
     }

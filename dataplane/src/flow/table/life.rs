@@ -2,8 +2,6 @@
 //! TCP slab if a TCP segment follows a start without one, reported, and
 //! ended (its index entry, list places, slots and side state given back).
 
-use std::hash::BuildHasher;
-
 use super::entry::{Cold, Counters, Head, Hot1, Hot2, Kind, TcpColdEntry};
 use super::slab::TCP;
 use super::{FlowTable, Side};
@@ -104,7 +102,8 @@ impl FlowTable {
             self.stats.records += 1;
             out(self.record(id, reason));
         }
-        let hash = self.hasher.hash_one(self.slabs.key(id));
+        let key = self.slabs.key(id);
+        let hash = self.hash_key(&key, &key.compact());
         self.index.remove(hash, id);
         self.lists.remove_all(&mut self.slabs, id);
         self.slabs.release(id);

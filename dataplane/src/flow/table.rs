@@ -157,6 +157,9 @@ pub struct FlowTable {
     /// is the coldest flow in the table; reading it per packet costs a cache
     /// miss each).
     next_deadline: Timestamp,
+    /// When (in packets, `stats.packets`) the flows that end next get
+    /// their second stage of prefetches (`warm`).
+    warm_at: u64,
     stats: TableStats,
 }
 
@@ -236,6 +239,7 @@ impl FlowTable {
             frags: FragTable::try_new(cfg.frag_capacity)?,
             now: Timestamp::ZERO,
             next_deadline: Timestamp(u64::MAX),
+            warm_at: u64::MAX,
             stats: TableStats::default(),
         })
     }
@@ -410,6 +414,9 @@ impl FlowTable {
         let now = self.now;
         self.stats.packets += 1;
         self.stats.bytes += u64::from(pkt.ip_len);
+        if self.stats.packets == self.warm_at {
+            self.warm_heads_keys();
+        }
 
         // The key is borrowed from `prep` where it can be: copying its
         // 40 bytes and the rest out of it cost ~16 instructions a packet.
@@ -554,6 +561,7 @@ mod expiry;
 mod index;
 mod life;
 mod slab;
+mod warm;
 
 #[cfg(test)]
 mod tests;

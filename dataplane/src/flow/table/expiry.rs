@@ -2,8 +2,6 @@
 //! deadline, eviction when full, timeouts changed at run time, flush.
 //! Everything runs on packet time (`FlowTable::now`), never the clock.
 
-use super::entry::TcpColdEntry;
-use super::slab::TCP;
 use super::{FlowConfig, FlowTable, dur_ns};
 use crate::flow::lru::ListId;
 use crate::flow::record::{EndReason, FlowRecord};
@@ -47,6 +45,7 @@ impl FlowTable {
             self.lists.move_to_back(&mut self.slabs, ListId::Active, i);
         }
         self.next_deadline = self.earliest_deadline();
+        self.warm_heads();
     }
 
     /// The earliest time any list head is due (exact after `expire`).
@@ -86,33 +85,12 @@ impl FlowTable {
             self.stats.evicted += 1;
             self.end(i, EndReason::Evicted, out);
         }
-        self.warm_next_victims();
-    }
-
-    /// A full table under a stream of new flows (a SYN flood) evicts once
-    /// per packet, always at the LRU head: the coldest flow in the table,
-    /// whose lines would each cost a memory round trip on the critical
-    /// path. So each eviction prepares the next ones: the hot and cold
-    /// entries of the flow after the new head are prefetched (the head's
-    /// were, by the eviction before), and so are the head's TCP cold entry,
-    /// which its record reads, and the index bucket its removal probes
-    /// (from its key, in cache by now).
-    fn warm_next_victims(&self) {
-        let Some(head) = self.lists.head(ListId::Lru) else {
-            return;
-        };
-        let next = self.slabs.cold(head).links[ListId::Lru as usize].next;
-        if let Some((at, bytes)) = self.slabs.hot_lines(next) {
-            super::prefetch(at, bytes);
-            super::prefetch(self.slabs.cold(next), size_of::<TcpColdEntry>().min(64));
+        // A full table under a stream of new flows (a SYN flood) evicts
+        // once per packet, always at the LRU head, the coldest flow in the
+        // table: the next victims' lines are fetched a flow or two ahead.
+        if let Some(h) = self.lists.head(ListId::Lru) {
+            self.warm_lru_run(h);
         }
-        if head & TCP != 0
-            && let Some(c) = self.slabs.tcp.cold.get((head & !TCP) as usize)
-        {
-            super::prefetch(c, size_of::<TcpColdEntry>());
-        }
-        let key = self.slabs.key(head);
-        self.index.prefetch(self.hash_key(&key, &key.compact()));
     }
 
     /// Applies new idle/active/linger timeouts to the running table (config
@@ -140,6 +118,7 @@ impl FlowTable {
     /// Ends every flow (end of input, shutdown), oldest first.
     pub fn flush(&mut self, out: &mut impl FnMut(FlowRecord)) {
         while let Some(i) = self.lists.head(ListId::Lru) {
+            self.warm_lru_run(i);
             self.end(i, EndReason::Forced, out);
         }
     }

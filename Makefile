@@ -1,8 +1,9 @@
-# The two commands of the README's quick start, and the pieces they run.
+# The two commands of the README's quick start, the package, and the pieces
+# they run.
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test bootstrap lint unit fuzz bench
+.PHONY: demo test bootstrap lint unit fuzz bench deb
 
 # The probe's main job on a built-in default: no NIC or collector needed.
 demo: bootstrap
@@ -32,6 +33,11 @@ unit:
 
 fuzz:
 	FUZZ_SECONDS=60 fuzz/smoke.sh
+
+# The Debian package, target/debian/xdprobe_VERSION_ARCH.deb: the release
+# binary, systemd units, conffiles, man pages, completions (deploy/deb/).
+deb: bootstrap
+	deploy/deb/build.sh
 
 # Not part of `make test`: throughput is measured, not asserted (BENCHMARKS.md).
 bench: bootstrap

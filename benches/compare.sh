@@ -5,7 +5,7 @@
 # then runs each tool RUNS times, round-robin (one run of every tool per
 # round, so load from other processes hits them alike), and takes the median
 # wall time and max RSS from /usr/bin/time. Writes a Markdown table into
-# BENCHMARKS.md between the `compare` markers, and a memory table (xdprobe's
+# benches/LOG.md between the `compare` markers, and a memory table (xdprobe's
 # max RSS against the number of concurrent flows) between the `memory`
 # markers.
 #
@@ -304,12 +304,12 @@ if [ "$MEMORY" = 1 ]; then
     cat "$MEMTABLE"
 fi
 
-# --- BENCHMARKS.md: replace the text between the markers ------------------
+# --- benches/LOG.md: replace the text between the markers -----------------
 if [ "$WRITE" = 1 ]; then
-    python3 - "$ROOT/BENCHMARKS.md" "$TABLE" compare "$MEMTABLE" memory "$TSTABLE" tsrtt <<'EOF'
+    python3 - "$ROOT/benches/LOG.md" "$TABLE" compare "$MEMTABLE" memory "$TSTABLE" tsrtt <<'EOF'
 import os, sys
 path, pairs = sys.argv[1], sys.argv[2:]
-doc = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+doc = open(path).read() if os.path.exists(path) else "# Benchmarks log\n"
 for table, name in zip(pairs[::2], pairs[1::2]):
     if not os.path.exists(table):
         continue
@@ -321,5 +321,5 @@ for table, name in zip(pairs[::2], pairs[1::2]):
         doc = doc.rstrip() + "\n\n" + block + "\n"
 open(path, "w").write(doc)
 EOF
-    echo "BENCHMARKS.md updated" >&2
+    echo "benches/LOG.md updated (BENCHMARKS.md's table quotes the newest figures)" >&2
 fi

@@ -39,7 +39,7 @@
 # files the instructions come from (inlined code counts where it was
 # written): read = source/ (records, time order), parse = parse/, flow =
 # flow/ with hashbrown and foldhash, metrics = metrics/, worker = worker.rs
-# (the batch), split = offline/ and live/steer.rs (steering, rings), std =
+# (the batch), split = capture/ (steering, rings), std =
 # inlined core/std helpers, other = everything else (start-up, output).
 set -euo pipefail
 
@@ -126,7 +126,7 @@ def stage(path):
     for key, name in (("/src/source/", "read"), ("/src/parse/", "parse"),
                       ("/src/flow/", "flow"), ("hashbrown", "flow"), ("foldhash", "flow"),
                       ("/src/metrics/", "metrics"), ("/src/worker.rs", "worker"),
-                      ("/src/offline/", "split"), ("/src/live/steer.rs", "split"),
+                      ("/capture/src/", "split"),
                       ("/rustc/", "std")):
         if key in path:
             return name

@@ -8,16 +8,27 @@
 #          zlib1g-dev, m4, libpcap-dev (xsk-rs builds libxdp/libbpf), bpftool;
 #          tshark (the tests' oracle), nfdump, pmacct, softflowd (real
 #          collectors and peers), tcpdump, curl, openssl, ethtool,
-#          iproute2, procps (the capture rig, tests/live_support/rig.rs).
+#          iproute2, procps (the capture rig, tests/live_support/rig.rs);
+#          the package test (tests/package_deb.rs): binutils (strip),
+#          adduser, init-system-helpers, man-db, systemd (systemd-analyze
+#          verify and its syscall groups), util-linux (setpriv),
+#          linux-libc-dev (syscall numbers for the test's seccomp filter),
+#          zsh and fish (completion syntax);
+#          prometheus (the real scraper of tests/prometheus_scrape.rs, and
+#          promtool), installed without starting its service.
 #   rust:  the nightly toolchain's rust-src (the eBPF crate is built with
-#          -Z build-std=core), bpf-linker, cargo-fuzz (bounded fuzz run).
+#          -Z build-std=core), bpf-linker, cargo-fuzz (bounded fuzz run),
+#          cargo-deb (`make deb`).
 set -euo pipefail
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
 APT_PKGS=(llvm-22-dev libpolly-22-dev clang libelf-dev zlib1g-dev m4 libpcap-dev bpftool pkg-config
           tshark nfdump pmacct softflowd tcpdump curl openssl ethtool
-          iproute2 procps)
+          iproute2 procps
+          binutils adduser init-system-helpers man-db systemd util-linux linux-libc-dev
+          zsh fish
+          prometheus)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
@@ -30,7 +41,16 @@ if ((${#missing[@]})); then
   # tshark asks whether non-root users may capture; answer no.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -qq
+  # Packages with a service (prometheus) must not start it here: without a
+  # policy-rc.d (container images ship one), deny starts for this install.
+  made_policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    made_policy=1
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -z "$made_policy" ] || rm -f /usr/sbin/policy-rc.d
 fi
 
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -54,6 +74,11 @@ fi
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   log "cargo install cargo-fuzz"
   cargo +nightly install --locked cargo-fuzz
+fi
+
+if ! command -v cargo-deb >/dev/null; then
+  log "cargo install cargo-deb"
+  cargo install --locked cargo-deb --version 3.8.0
 fi
 
 # XDP/AF_XDP need locked memory; the integration tests run as root.

@@ -99,7 +99,7 @@ pub fn for_daemon(cfg: &xdprobe_config::Config, flow: &FlowConfig, no_handoff: b
             .interfaces
             .iter()
             .filter(|i| i.handoff != xdprobe_config::Handoff::Off)
-            .map(|i| crate::live::handoff::bytes_for(i.queues.len()))
+            .map(|i| xdprobe_capture::handoff::queue::bytes_for(i.queues.len()))
             .sum();
         e.add("hand-off rings and lanes", 1, total as u64);
     }

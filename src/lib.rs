@@ -1,8 +1,9 @@
-//! xdprobe's root package as a library: the live-capture path (XDP loader,
-//! AF_XDP sockets, per-queue workers, daemon), so the `xdprobe` binary and
-//! the privileged integration tests in `tests/live_*.rs` share one copy;
-//! and the memory estimate every command makes before it allocates.
+//! xdprobe's root package as a library: the daemon (`xdprobe run`: the
+//! capture crate's workers, the exporter, the host agent, signals and
+//! privileges), the metrics endpoint the daemon and the manager share, and
+//! the memory estimate every command makes before it allocates; so the
+//! `xdprobe` binary and the integration tests share one copy.
 
 pub mod budget;
-pub mod live;
-pub mod offline;
+pub mod daemon;
+pub mod prom;

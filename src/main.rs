@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod cmd;
 mod manager;
@@ -12,6 +12,8 @@ mod manager;
 #[command(
     name = "xdprobe",
     version,
+    // Every subcommand answers --version, and its man page footer names it.
+    propagate_version = true,
     about = "Passive flow probe with network performance metrics"
 )]
 struct Cli {
@@ -44,6 +46,9 @@ enum Command {
     /// XDP timing probes, T4 (the network) and T8 end to end (root for
     /// manager.veth_xdp only).
     Manager(cmd::manager::ManagerArgs),
+    /// Write the man pages or shell completions (packaging only).
+    #[command(hide = true)]
+    Generate(cmd::generate::GenerateArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +63,7 @@ fn main() -> ExitCode {
         Command::Connlat(a) => cmd::connlat::run(a),
         Command::Trace(a) => cmd::trace::run(a),
         Command::Manager(a) => cmd::manager::run(a),
+        Command::Generate(a) => cmd::generate::run(a, Cli::command()),
     };
     match result {
         Ok(code) => code,

@@ -7,77 +7,22 @@
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use xdprobe_test_support::collect::{recv_all, write_udp_pcap};
-use xdprobe_test_support::require_tool as require;
+use xdprobe_test_support::collect::{free_udp_port, recv_all, write_udp_pcap};
+use xdprobe_test_support::collectors::{
+    Nfcapd, nfdump, start_udp_collector, tshark_cflow, tshark_cflow_field, wait_udp_drained,
+};
+use xdprobe_test_support::{TempDir, require_tool as require};
 
 /// A capture of the repository's test corpus.
 fn corpus(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/corpus")
         .join(name)
-}
-
-/// Kills (SIGINT first: nfcapd and pmacct write their output on it) and
-/// reaps the child on drop.
-struct Guard(Option<Child>);
-
-impl Guard {
-    fn stop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = Command::new("kill")
-                .args(["-INT", &c.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_bound(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-        assert!(
-            Instant::now() < deadline,
-            "collector never bound udp {port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("xdprobe-e2e-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// Run the probe; returns its JSON records.
@@ -170,67 +115,29 @@ fn nfdump_key(f: &Value) -> String {
     )
 }
 
-fn nfdump(dir: &Path, fmt: &str) -> String {
-    let out = Command::new("nfdump")
-        .env("TZ", "UTC")
-        .arg("-R")
-        .arg(dir)
-        .args(["-o", fmt])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn nfcapd(dir: &Path, port: u16) -> Guard {
-    let c = Command::new("nfcapd")
-        .args([
-            "-b",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-t",
-            "3600",
-            "-w",
-        ])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let g = Guard(Some(c));
-    wait_bound(port);
-    g
-}
-
 #[test]
 fn nfdump_shows_the_same_flows_for_ipfix_and_v9() {
     if !require("nfcapd") || !require("nfdump") {
         return;
     }
     for pcap in ["ipfixprobe_mixed.pcap", "synth_npm_v4.pcap"] {
-        let (d4, d9) = (tmpdir("ipfix"), tmpdir("v9"));
-        let (p4, p9) = (free_udp_port(), free_udp_port());
-        let mut g4 = nfcapd(&d4, p4);
-        let mut g9 = nfcapd(&d9, p9);
+        let (d4, d9) = (TempDir::new("e2e-ipfix"), TempDir::new("e2e-v9"));
+        let (d4, d9) = (d4.path(), d9.path());
+        let mut n4 = Nfcapd::start(d4);
+        let mut n9 = Nfcapd::start(d9);
         // Both collectors in one run: fan-out.
         let json = probe(
             pcap,
             &[
-                format!("udp://127.0.0.1:{p4}"),
-                format!("udp://127.0.0.1:{p9}?format=nfv9"),
+                format!("udp://127.0.0.1:{}", n4.port),
+                format!("udp://127.0.0.1:{}?format=nfv9", n9.port),
             ],
         );
-        std::thread::sleep(Duration::from_millis(300));
-        g4.stop();
-        g9.stop();
+        n4.finish();
+        n9.finish();
         let mut want: Vec<String> = json.iter().map(json_key).collect();
         want.sort();
-        for dir in [&d4, &d9] {
+        for dir in [d4, d9] {
             let flows: Vec<Value> = serde_json::from_str(&nfdump(dir, "json")).unwrap();
             let mut got: Vec<String> = flows.iter().map(nfdump_key).collect();
             got.sort();
@@ -238,9 +145,9 @@ fn nfdump_shows_the_same_flows_for_ipfix_and_v9() {
         }
         if pcap.starts_with("synth") {
             // v9 latency columns: nfdump's own text output.
-            let text = nfdump(&d9, "fmt:%sa %sp %da %dp %cl %sl %al");
+            let text = nfdump(d9, "fmt:%sa %sp %da %dp %cl %sl %al");
             println!("{text}");
-            let flows: Vec<Value> = serde_json::from_str(&nfdump(&d9, "json")).unwrap();
+            let flows: Vec<Value> = serde_json::from_str(&nfdump(d9, "json")).unwrap();
             for r in json.iter().filter(|r| u(r, "proto") == 6) {
                 let f = flows
                     .iter()
@@ -259,8 +166,6 @@ fn nfdump_shows_the_same_flows_for_ipfix_and_v9() {
                 assert!(line.contains(&ms), "client latency {ms} ms not in {line:?}");
             }
         }
-        let _ = std::fs::remove_dir_all(&d4);
-        let _ = std::fs::remove_dir_all(&d9);
     }
 }
 
@@ -272,7 +177,8 @@ fn nfacctd_reads_rtt_srt_retransmissions_and_ooo() {
     let prim =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/collectors/pmacct/aggregate_primitives");
     for pcap in ["synth_npm_v4.pcap", "ipfixprobe_mixed.pcap"] {
-        let dir = tmpdir("nfacctd");
+        let tmp = TempDir::new("e2e-nfacctd");
+        let dir = tmp.path();
         let port = free_udp_port();
         let out = dir.join("out.json");
         let conf = dir.join("nfacctd.conf");
@@ -288,17 +194,20 @@ fn nfacctd_reads_rtt_srt_retransmissions_and_ooo() {
             ),
         )
         .unwrap();
-        let child = Command::new("nfacctd")
+        let mut nfacctd = Command::new("nfacctd");
+        nfacctd
             .arg("-f")
             .arg(&conf)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let mut g = Guard(Some(child.unwrap()));
-        wait_bound(port);
+            .stderr(Stdio::null());
+        let mut g = start_udp_collector(&mut nfacctd, port);
         let json = probe(pcap, &[format!("udp://127.0.0.1:{port}")]);
+        // pmacct writes its output on SIGINT, once its core has read every
+        // datagram and handed the records to the print plugin: that hand-off
+        // is internal (nothing outside shows it), hence the pause after.
+        wait_udp_drained(port);
         std::thread::sleep(Duration::from_millis(500));
-        g.stop();
+        g.interrupt_and_wait(Duration::from_secs(10));
         let rows: Vec<Value> = std::fs::read_to_string(&out)
             .unwrap()
             .lines()
@@ -332,7 +241,6 @@ fn nfacctd_reads_rtt_srt_retransmissions_and_ooo() {
             checked += 1;
         }
         assert!(checked > 0);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -346,7 +254,8 @@ fn tshark_decodes_every_exported_message() {
         ("ipfixprobe_mixed.pcap", "?format=nfv9&profile=ntop"),
         ("synth_npm_v4.pcap", "?mode=uniflow&profile=ntop"),
     ] {
-        let dir = tmpdir("tshark");
+        let tmp = TempDir::new("e2e-tshark");
+        let dir = tmp.path();
         let file = dir.join("out.ipfix");
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         let port = sock.local_addr().unwrap().port();
@@ -366,42 +275,11 @@ fn tshark_decodes_every_exported_message() {
         );
         let pc = dir.join("x.pcap");
         write_udp_pcap(&pc, port, &dgrams);
-        let decode = format!("udp.port=={port},cflow");
-        let v = Command::new("tshark")
-            .args(["-n", "-r"])
-            .arg(&pc)
-            .args(["-d", &decode, "-V"])
-            // The ntop biflow template has 62 fields, over tshark's default cap of 60.
-            .args(["-o", "cflow.max_template_fields:0"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&v.stdout);
+        let text = tshark_cflow(&pc, port, &["-V"]);
         for bad in ["Malformed", "no template found", "[Expert Info (Warning"] {
             assert!(!text.contains(bad), "{pcap}{query}: tshark says {bad}");
         }
-        let f = Command::new("tshark")
-            .args(["-n", "-r"])
-            .arg(&pc)
-            .args([
-                "-o",
-                "cflow.max_template_fields:0",
-                "-d",
-                &decode,
-                "-T",
-                "fields",
-                "-E",
-                "occurrence=a",
-                "-E",
-                "aggregator=;",
-                "-e",
-                "cflow.srcport",
-            ])
-            .output()
-            .unwrap();
-        let n = String::from_utf8_lossy(&f.stdout)
-            .split([';', '\n'])
-            .filter(|s| !s.is_empty())
-            .count();
+        let n = tshark_cflow_field(&pc, port, "cflow.srcport").len();
         let want = if query.contains("uniflow") {
             json.iter()
                 .map(|r| {
@@ -416,6 +294,5 @@ fn tshark_decodes_every_exported_message() {
             json.len()
         };
         assert_eq!(n, want, "{pcap}{query}: records tshark decoded");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -81,7 +81,7 @@ fn check_rounds(j: &[Value], agent: &str, truth_ns: i64, want: usize) -> Vec<i64
 
 #[test]
 fn clock_sync_recovers_injected_offsets_within_10us() {
-    if !require_root("clock_sync_recovers_injected_offsets_within_10us") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -216,7 +216,7 @@ fn wait_reports(rig: &Rig, port: u16, limit: Duration) -> Vec<Value> {
 
 #[test]
 fn t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view() {
-    if !require_root("t4_and_t8_across_a_5ms_bridge_ipv4_with_skewed_clocks_and_the_joined_view") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -427,7 +427,7 @@ fn tshark_ipfix(pcap: &std::path::Path) -> String {
 
 #[test]
 fn t4_and_t8_across_a_5ms_bridge_ipv6_synced_over_ipv6() {
-    if !require_root("t4_and_t8_across_a_5ms_bridge_ipv6_synced_over_ipv6") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();

@@ -36,7 +36,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn manager_down_30s_then_restarts_agents_buffer_count_and_reconnect() {
-    if !require_root("manager_down_30s_then_restarts_agents_buffer_count_and_reconnect") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();

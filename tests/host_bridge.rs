@@ -57,7 +57,7 @@ fn run(rig: &Rig, port: u16, tag: &str) -> (Value, f64) {
 
 #[test]
 fn a_delaying_bridge_grows_t4_and_nothing_else() {
-    if !require_root("a_delaying_bridge_grows_t4_and_nothing_else") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -112,7 +112,7 @@ fn a_delaying_bridge_grows_t4_and_nothing_else() {
 
 #[test]
 fn connect_latency_through_the_bridge_is_one_round_trip() {
-    if !require_root("connect_latency_through_the_bridge_is_one_round_trip") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();

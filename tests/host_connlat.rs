@@ -16,14 +16,15 @@ use std::time::{Duration, Instant};
 
 use host_support::{Pair, SERVER_IP, SERVER_IP6, realtime};
 use live_support::{
-    require_root,
-    topo::{TempDir, signal},
+    neigh, require_root,
+    topo::{ChildGuard, TempDir},
 };
 use serde_json::Value;
+use xdprobe_test_support::strip_ansi;
 
 /// A running `xdprobe connlat --json`, stopped on [`Connlat::stop`].
 struct Connlat {
-    child: Option<Child>,
+    child: ChildGuard,
     out: std::path::PathBuf,
     err: std::path::PathBuf,
 }
@@ -41,7 +42,7 @@ impl Connlat {
             .spawn()
             .expect("spawn xdprobe connlat");
         let c = Connlat {
-            child: Some(child),
+            child: ChildGuard::new(child),
             out,
             err,
         };
@@ -60,9 +61,8 @@ impl Connlat {
     fn stop(mut self) -> (Vec<Value>, String) {
         // Let the last events reach the reader (it polls every 50 ms).
         std::thread::sleep(Duration::from_millis(300));
-        let mut child = self.child.take().expect("running");
-        signal(child.id(), libc::SIGTERM);
-        let st = child.wait().expect("wait");
+        self.child.signal(libc::SIGTERM);
+        let st = self.child.wait(Duration::from_secs(30), "xdprobe connlat");
         let err = strip_ansi(&std::fs::read_to_string(&self.err).unwrap_or_default());
         assert!(st.success(), "connlat failed: {err}");
         let rows = std::fs::read_to_string(&self.out)
@@ -72,33 +72,6 @@ impl Connlat {
             .collect();
         (rows, err)
     }
-}
-
-impl Drop for Connlat {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// The log without terminal colour codes.
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut it = s.chars();
-    while let Some(c) = it.next() {
-        if c == '\x1b' {
-            for d in it.by_ref() {
-                if d.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// A listener in the server namespace accepting (and closing) until `n`
@@ -182,7 +155,7 @@ fn check_latencies(server: SocketAddr) {
 
 #[test]
 fn connect_latency_matches_the_clients_own_timing_ipv4() {
-    if !require_root("connect_latency_matches_the_clients_own_timing_ipv4") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -191,7 +164,7 @@ fn connect_latency_matches_the_clients_own_timing_ipv4() {
 
 #[test]
 fn connect_latency_matches_the_clients_own_timing_ipv6() {
-    if !require_root("connect_latency_matches_the_clients_own_timing_ipv6") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -200,7 +173,7 @@ fn connect_latency_matches_the_clients_own_timing_ipv6() {
 
 #[test]
 fn refused_and_timed_out_attempts_are_reported_as_such() {
-    if !require_root("refused_and_timed_out_attempts_are_reported_as_such") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -210,18 +183,7 @@ fn refused_and_timed_out_attempts_are_reported_as_such() {
     pair.c
         .exec(&["sysctl", "-qw", "net.ipv4.tcp_syn_retries=1"]);
     // 192.0.2.99 "exists" (a static neighbour) but nothing answers it.
-    pair.c.exec(&[
-        "ip",
-        "neigh",
-        "replace",
-        "192.0.2.99",
-        "lladdr",
-        "02:00:00:00:00:99",
-        "dev",
-        "c0",
-        "nud",
-        "permanent",
-    ]);
+    neigh(&pair.c, "c0", "192.0.2.99", "02:00:00:00:00:99");
     let probe = Connlat::start(&dir, &[]);
     let (refused, timed_out) = pair.c.run(|| {
         let t0 = Instant::now();
@@ -259,7 +221,7 @@ fn refused_and_timed_out_attempts_are_reported_as_such() {
 
 #[test]
 fn ten_thousand_connections_none_missed_none_twice_map_empty_after() {
-    if !require_root("ten_thousand_connections_none_missed_none_twice_map_empty_after") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -353,7 +315,7 @@ fn ten_thousand_connections_none_missed_none_twice_map_empty_after() {
 
 #[test]
 fn pid_filter_is_exact() {
-    if !require_root("pid_filter_is_exact") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();

@@ -13,7 +13,6 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-use host_support::loaded_host_programs;
 use live_support::{
     probe::{Probe, ProbeOpts},
     require_root,
@@ -24,13 +23,24 @@ use serde_json::Value;
 const PORT: u16 = 9201;
 const CONNS: usize = 3;
 
+/// SIGTERM: the daemon exits cleanly and its own host programs (told
+/// apart by ID from those other tests load meanwhile) are unloaded.
+fn stop_unloading(probe: &mut Probe) {
+    let ours = host_support::host_programs_of(probe.child.id());
+    assert!(!ours.is_empty(), "the daemon holds its host programs");
+    signal(probe.child.id(), libc::SIGTERM);
+    let st = wait_exit(probe.child.child(), Duration::from_secs(20), "xdprobe run");
+    assert!(st.success(), "{}", probe.log_text());
+    let left = host_support::still_loaded(&ours);
+    assert!(left.is_empty(), "the host programs are gone: {left:?}");
+}
+
 #[test]
 fn wire_records_and_the_hosts_layers_come_out_joined() {
-    if !require_root("wire_records_and_the_hosts_layers_come_out_joined") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
-    let before = loaded_host_programs();
     let tmp = TempDir::new("host_daemon");
     let b = Bench::new(1, None, &tmp.0);
     let ipfix = tmp.0.join("wire.ipfix");
@@ -40,16 +50,10 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
         host_file.display()
     );
     let opts = ProbeOpts {
-        iface: "p1",
-        queues: 1,
         collectors: vec![format!("file://{}", ipfix.display())],
         metrics_port: 19481,
-        extra_args: Vec::new(),
-        idle_timeout: "300s",
-        active_timeout: "300s",
-        user: None,
         extra_config: &host,
-        interface_extra: "",
+        ..ProbeOpts::default()
     };
     let mut probe = Probe::start(&b.p, &tmp.0, &opts);
     let log = probe.log_text();
@@ -89,11 +93,7 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
     // FIN + the probe's 1 s linger, then the host report's hold.
     std::thread::sleep(Duration::from_millis(2500));
     let metrics = probe.metrics(&b.p);
-    signal(probe.child.id(), libc::SIGTERM);
-    let st = wait_exit(&mut probe.child, Duration::from_secs(20), "xdprobe run");
-    assert!(st.success(), "{}", probe.log_text());
-    let left = host_support::left_loaded(&before);
-    assert!(left.is_empty(), "the host programs are gone: {left:?}");
+    stop_unloading(&mut probe);
 
     let lines: Vec<Value> = std::fs::read_to_string(&probe.json)
         .unwrap()
@@ -279,11 +279,10 @@ fn ipfix_set_ids(bytes: &[u8]) -> Vec<u16> {
 /// nothing loaded.
 #[test]
 fn the_daemon_keeps_sampling_windows() {
-    if !require_root("the_daemon_keeps_sampling_windows") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
-    let before = loaded_host_programs();
     let tmp = TempDir::new("host_daemon_win");
     let b = Bench::new(1, None, &tmp.0);
     let host = format!(
@@ -292,16 +291,9 @@ fn the_daemon_keeps_sampling_windows() {
         PORT + 1
     );
     let opts = ProbeOpts {
-        iface: "p1",
-        queues: 1,
-        collectors: Vec::new(),
         metrics_port: 19482,
-        extra_args: Vec::new(),
-        idle_timeout: "300s",
-        active_timeout: "300s",
-        user: None,
         extra_config: &host,
-        interface_extra: "",
+        ..ProbeOpts::default()
     };
     let mut probe = Probe::start(&b.p, &tmp.0, &opts);
     let listener =
@@ -329,11 +321,7 @@ fn the_daemon_keeps_sampling_windows() {
     let secs = started.elapsed().as_secs_f64();
     std::thread::sleep(Duration::from_millis(2500));
     let metrics = probe.metrics(&b.p);
-    signal(probe.child.id(), libc::SIGTERM);
-    let st = wait_exit(&mut probe.child, Duration::from_secs(20), "xdprobe run");
-    assert!(st.success(), "{}", probe.log_text());
-    let left = host_support::left_loaded(&before);
-    assert!(left.is_empty(), "the host programs are gone: {left:?}");
+    stop_unloading(&mut probe);
 
     let count = |name: &str| -> f64 {
         metrics

@@ -147,7 +147,7 @@ fn check_t8_against_application(server: SocketAddr, src: &str, port: u16, extra:
 
 #[test]
 fn t8_agrees_with_the_applications_own_timing_ipv4() {
-    if !require_root("t8_agrees_with_the_applications_own_timing_ipv4") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -160,7 +160,7 @@ fn t8_agrees_with_the_applications_own_timing_ipv4() {
 /// their BTF-typed twins) time the same bytes the same way.
 #[test]
 fn t8_agrees_with_classic_tracepoint_hooks_too() {
-    if !require_root("t8_agrees_with_classic_tracepoint_hooks_too") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -188,7 +188,7 @@ fn t8_agrees_with_classic_tracepoint_hooks_too() {
 
 #[test]
 fn t8_agrees_with_the_applications_own_timing_ipv6() {
-    if !require_root("t8_agrees_with_the_applications_own_timing_ipv6") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -198,7 +198,7 @@ fn t8_agrees_with_the_applications_own_timing_ipv6() {
 
 #[test]
 fn a_slow_reader_grows_t7_and_nothing_else() {
-    if !require_root("a_slow_reader_grows_t7_and_nothing_else") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -275,7 +275,7 @@ fn a_slow_reader_grows_t7_and_nothing_else() {
 
 #[test]
 fn a_missing_tracepoint_is_a_clear_error_and_leaves_nothing_attached() {
-    if !require_root("a_missing_tracepoint_is_a_clear_error_and_leaves_nothing_attached") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -306,7 +306,7 @@ fn a_missing_tracepoint_is_a_clear_error_and_leaves_nothing_attached() {
 
 #[test]
 fn sigterm_detaches_every_program() {
-    if !require_root("sigterm_detaches_every_program") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -325,7 +325,7 @@ fn sigterm_detaches_every_program() {
 
 #[test]
 fn a_shaped_device_queue_grows_t3_by_the_queueing_delay() {
-    if !require_root("a_shaped_device_queue_grows_t3_by_the_queueing_delay") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -417,7 +417,7 @@ fn kernel_events(stderr: &str) -> u64 {
 
 #[test]
 fn sampling_times_one_byte_in_n_and_keeps_the_percentiles() {
-    if !require_root("sampling_times_one_byte_in_n_and_keeps_the_percentiles") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -500,7 +500,7 @@ fn sampling_times_one_byte_in_n_and_keeps_the_percentiles() {
 
 #[test]
 fn function_hooks_are_a_per_kernel_option_refused_clearly_here() {
-    if !require_root("function_hooks_are_a_per_kernel_option_refused_clearly_here") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -554,7 +554,7 @@ fn windows_stats(stderr: &str) -> (u64, f64) {
 
 #[test]
 fn time_sampling_detaches_between_windows_and_keeps_t8() {
-    if !require_root("time_sampling_detaches_between_windows_and_keeps_t8") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();

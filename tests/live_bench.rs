@@ -1,4 +1,4 @@
-//! Live-capture benchmark (BENCHMARKS.md, "Live capture"). Ignored by
+//! Live-capture benchmark (benches/LOG.md, "Live capture"). Ignored by
 //! default; run as root with
 //! `cargo test --release -p xdprobe --test live_bench -- --ignored --nocapture`.
 //!
@@ -16,6 +16,7 @@
 mod live_support;
 
 use std::{
+    os::fd::AsRawFd,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -24,9 +25,9 @@ use std::{
 };
 
 use live_support::{NetNs, VethOpts, neigh, require_root, veth};
-use xdprobe::live::{
+use xdprobe_capture::{
     sink::RecordSink,
-    worker::{Control, QueueWorker, Snapshot},
+    worker::queue::{Control, QueueWorker, Snapshot},
     xdp::{AttachMode, XdpFilter, XdpOptions, XdpProgram},
 };
 use xdprobe_dataplane::FlowConfig;
@@ -71,29 +72,8 @@ fn frame(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
 /// namespace); `pps` = None: as fast as possible. Returns frames sent.
 fn blast(ifname: &str, dst: [u8; 6], src: [u8; 6], pps: Option<f64>) -> u64 {
     let frames: Vec<Vec<u8>> = (0..FLOWS).map(|i| frame(dst, src, 1024 + i)).collect();
-    // SAFETY: plain socket(2) call.
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
-    assert!(
-        fd >= 0,
-        "packet socket: {}",
-        std::io::Error::last_os_error()
-    );
-    let cname = std::ffi::CString::new(ifname).expect("name");
-    // SAFETY: valid C string.
-    let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-    // SAFETY: sockaddr_ll is plain data; zero is a valid start.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_ifindex = ifindex as i32;
-    // SAFETY: binding our own socket to a valid sockaddr_ll.
-    let rc = unsafe {
-        libc::bind(
-            fd,
-            (&raw const sll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as u32,
-        )
-    };
-    assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+    let sock = live_support::frames::packet_socket(ifname);
+    let fd = sock.as_raw_fd();
     let mut iov: Vec<libc::iovec> = Vec::with_capacity(BATCH);
     let mut sent = 0u64;
     let start = Instant::now();
@@ -131,8 +111,6 @@ fn blast(ifname: &str, dst: [u8; 6], src: [u8; 6], pps: Option<f64>) -> u64 {
             i += n as usize;
         }
     }
-    // SAFETY: closing our own fd.
-    unsafe { libc::close(fd) };
     sent
 }
 
@@ -280,10 +258,10 @@ fn probe(s: &Setup, queues: u32, handoff: bool, pps: Option<f64>) -> Run {
     let control = Arc::new(Control::default());
     control.workers.store(n, Ordering::Release);
     let ways = if handoff { n } else { 1 };
-    let (mut producers, mut merges) = xdprobe::live::merge::mesh(ways);
+    let (mut producers, mut merges) = xdprobe_capture::handoff::merge::mesh(ways);
     let mut threads = Vec::new();
     for (i, sock) in socks.into_iter().enumerate() {
-        let w = QueueWorker {
+        let w: QueueWorker = QueueWorker {
             index: i,
             workers: ways,
             core: Some(if n == 1 { 1 } else { i }),
@@ -335,7 +313,7 @@ fn mpps(n: u64) -> f64 {
 #[test]
 #[ignore = "benchmark: run with --release --ignored --nocapture"]
 fn live_capture_rates() {
-    if !require_root("live_capture_rates") {
+    if !require_root!() {
         return;
     }
     let s = setup(1);

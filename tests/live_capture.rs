@@ -315,16 +315,10 @@ fn live_run(
         &b.p,
         &tmp.0,
         &ProbeOpts {
-            iface: "p1",
             queues,
-            collectors: Vec::new(),
             metrics_port: port,
             extra_args,
-            idle_timeout: "300s",
-            active_timeout: "300s",
-            user: None,
-            extra_config: "",
-            interface_extra: "",
+            ..ProbeOpts::default()
         },
     );
     let dns = dns_traffic(&b);
@@ -436,16 +430,11 @@ fn handoff_run(
         &b.p,
         dir,
         &ProbeOpts {
-            iface: "p1",
             queues: 2,
-            collectors: Vec::new(),
             metrics_port: port,
             extra_args: args,
-            idle_timeout: "300s",
-            active_timeout: "300s",
-            user: None,
-            extra_config: "",
             interface_extra: iface_extra,
+            ..ProbeOpts::default()
         },
     );
     tcp_traffic(b);
@@ -480,7 +469,7 @@ fn two_way(records: &[Value]) -> usize {
 fn live_two_queues_handoff_key_takes_effect() {
     let _serial = xdprobe_test_support::serial();
     let test = "live_two_queues_handoff_key_takes_effect";
-    if !require_root(test) {
+    if !require_root!() {
         return;
     }
     let tmp = TempDir::new(test);

@@ -152,7 +152,7 @@ fn pcap_run(pcap: &Path) -> (Vec<Value>, BTreeMap<String, u64>) {
 
 #[test]
 fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
-    if !require_root("every_encapsulation_reaches_a_worker_and_matches_the_file") {
+    if !require_root!() {
         return;
     }
     let tmp = TempDir::new("live_encap");
@@ -171,15 +171,8 @@ fn every_encapsulation_reaches_a_worker_and_matches_the_file() {
         &tmp.0,
         &ProbeOpts {
             iface: PROBE_DEV,
-            queues: 1,
-            collectors: Vec::new(),
             metrics_port: 19491,
-            extra_args: Vec::new(),
-            idle_timeout: "300s",
-            active_timeout: "300s",
-            user: None,
-            extra_config: "",
-            interface_extra: "",
+            ..ProbeOpts::default()
         },
     );
     tx.run(|| send_raw(TX_DEV, &frames));

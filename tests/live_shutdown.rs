@@ -19,7 +19,7 @@ use std::{
 use live_support::{
     probe::{Probe, ProbeOpts, config_text},
     require_root,
-    topo::{Bench, SERVER_IP, TempDir, signal, wait_exit, wait_for},
+    topo::{Bench, ChildGuard, SERVER_IP, TempDir, signal, wait_exit, wait_for},
 };
 use serde_json::Value;
 
@@ -36,8 +36,7 @@ fn cap_eff(pid: u32) -> u64 {
 
 #[test]
 fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
-    let test = "sighup_adds_a_collector_and_sigterm_flushes_every_active_flow";
-    if !require_root(test) {
+    if !require_root!() {
         return;
     }
     if !common::require(
@@ -59,19 +58,11 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
             .spawn()
             .expect("nfcapd");
     let nfcapd_idx = b.children.len();
-    b.children.push(nfcapd);
+    b.children.push(ChildGuard::new(nfcapd));
 
     let mut opts = ProbeOpts {
-        iface: "p1",
-        queues: 1,
-        collectors: Vec::new(),
         metrics_port: 19471,
-        extra_args: Vec::new(),
-        idle_timeout: "300s",
-        active_timeout: "300s",
-        user: None,
-        extra_config: "",
-        interface_extra: "",
+        ..ProbeOpts::default()
     };
     let probe = Probe::start(&b.p, &tmp.0, &opts);
     let pid = probe.child.id();
@@ -144,7 +135,7 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
     // nfcapd writes its file on SIGTERM.
     signal(b.children[nfcapd_idx].id(), libc::SIGTERM);
     let _ = wait_exit(
-        &mut b.children[nfcapd_idx],
+        b.children[nfcapd_idx].child(),
         Duration::from_secs(10),
         "nfcapd",
     );
@@ -198,8 +189,7 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
 
 #[test]
 fn runs_as_the_configured_user_and_still_captures() {
-    let test = "runs_as_the_configured_user_and_still_captures";
-    if !require_root(test) {
+    if !require_root!() {
         return;
     }
     let tmp = TempDir::new("as-user");
@@ -208,16 +198,9 @@ fn runs_as_the_configured_user_and_still_captures() {
     // only on SIGHUP.
     let b = Bench::new(1, None, &tmp.0);
     let opts = ProbeOpts {
-        iface: "p1",
-        queues: 1,
-        collectors: Vec::new(),
         metrics_port: 19472,
-        extra_args: Vec::new(),
-        idle_timeout: "300s",
-        active_timeout: "300s",
         user: Some("nobody"),
-        extra_config: "",
-        interface_extra: "",
+        ..ProbeOpts::default()
     };
     let probe = Probe::start(&b.p, &tmp.0, &opts);
     let pid = probe.child.id();

@@ -336,7 +336,7 @@ fn median(mut v: Vec<u64>) -> Option<u64> {
 
 #[test]
 fn live_ts_rtt_follows_the_delay_and_agrees_with_the_kernels_srtt() {
-    if !require_root("live_ts_rtt") {
+    if !require_root!() {
         return;
     }
     let tmp = TempDir::new("live-tsrtt");
@@ -370,16 +370,10 @@ fn live_ts_rtt_follows_the_delay_and_agrees_with_the_kernels_srtt() {
         &b.p,
         &tmp.0,
         &ProbeOpts {
-            iface: "p1",
-            queues: 1,
-            collectors: Vec::new(),
             metrics_port: 9465,
-            extra_args: Vec::new(),
             idle_timeout: "60s",
             active_timeout: "1s",
-            user: None,
-            extra_config: "",
-            interface_extra: "",
+            ..ProbeOpts::default()
         },
     );
     let trace = Trace::start();

@@ -1,5 +1,5 @@
-//! The eBPF build pipeline end to end: the XDP object that build.rs
-//! compiled loads, attaches natively to a veth in a private namespace, and
+//! The eBPF build pipeline end to end: the XDP object that capture's
+//! build.rs compiled loads, attaches natively to a veth in a private namespace, and
 //! its per-CPU counters count exactly the packets the test sent (the sender
 //! and the kernel's own receive path are the references), and its filters
 //! see through every encapsulation of the header policy (crafted frames).
@@ -19,7 +19,7 @@ use live_support::{
     frames::{ALL, C2S, Encap, Ip, S2C, all_frames, send_raw, server_port},
     neigh, require_root, veth,
 };
-use xdprobe::live::xdp::{AttachMode, XdpFilter, XdpOptions, XdpProgram};
+use xdprobe_capture::xdp::{AttachMode, XdpFilter, XdpOptions, XdpProgram};
 use xdprobe_common::XdpCounters;
 
 /// Two namespaces joined by a veth: `tx` sends, `rx` carries the XDP
@@ -91,7 +91,7 @@ fn attach(p: &Pair, host_mode: bool, filter: XdpFilter) -> XdpProgram {
 
 #[test]
 fn xdp_program_counts_exactly_the_packets_sent() {
-    if !require_root("xdp_program_counts_exactly_the_packets_sent") {
+    if !require_root!() {
         return;
     }
     let p = pair();
@@ -128,7 +128,7 @@ fn xdp_program_counts_exactly_the_packets_sent() {
 
 #[test]
 fn port_filter_and_appliance_mode_drop() {
-    if !require_root("port_filter_and_appliance_mode_drop") {
+    if !require_root!() {
         return;
     }
     let p = pair();
@@ -156,7 +156,7 @@ fn port_filter_and_appliance_mode_drop() {
 
 #[test]
 fn prefix_and_vlan_filters() {
-    if !require_root("prefix_and_vlan_filters") {
+    if !require_root!() {
         return;
     }
     let p = pair();
@@ -231,7 +231,7 @@ const PER_FLOW: u64 = (C2S + S2C) as u64;
 /// port, so it is filtered there; ARP is `non_ip` throughout.
 #[test]
 fn filters_see_through_every_encapsulation() {
-    if !require_root("filters_see_through_every_encapsulation") {
+    if !require_root!() {
         return;
     }
     let p = pair();

@@ -8,7 +8,7 @@ mod live_support;
 use std::{net::UdpSocket, time::Instant};
 
 use live_support::{NetNs, VethOpts, addr, neigh, require_root, veth};
-use xdprobe::live::{
+use xdprobe_capture::{
     clock::{TaiClock, unix_now},
     xdp::{AttachMode, XdpFilter, XdpOptions, XdpProgram},
 };
@@ -16,7 +16,7 @@ use xdprobe_dataplane::source::afxdp::{BindMode, XskOptions, XskSocket};
 
 #[test]
 fn af_xdp_receives_every_frame_with_an_xdp_timestamp() {
-    if !require_root("af_xdp_receives_every_frame_with_an_xdp_timestamp") {
+    if !require_root!() {
         return;
     }
     let tx = NetNs::new("xst");

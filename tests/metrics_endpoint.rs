@@ -7,7 +7,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use xdprobe::live::prom::{Limits, Metrics, MetricsServer, QueueReport, Report, ReportCollector};
+use xdprobe::daemon::report::{QueueReport, Report, ReportCollector};
+use xdprobe::prom::{Limits, Metrics, MetricsServer};
 
 fn server(limits: Limits) -> MetricsServer {
     let report = Arc::new(Mutex::new(Report {

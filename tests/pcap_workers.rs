@@ -24,20 +24,8 @@ use common::*;
 use serde_json::Value;
 
 fn sorted_lines(file: &Path, args: &[&str]) -> Vec<String> {
-    let out = xdprobe()
-        .arg("pcap")
-        .arg(file)
-        .args(["--format", "json"])
-        .args(args)
-        .output()
-        .expect("run xdprobe");
-    assert!(
-        out.status.success(),
-        "xdprobe pcap {} {args:?}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+    let out = xdprobe_pcap_json(file, args);
+    let mut v: Vec<String> = String::from_utf8_lossy(&out)
         .lines()
         .map(str::to_owned)
         .collect();
@@ -109,7 +97,7 @@ fn every_corpus_capture_gives_the_same_records_on_1_2_and_3_workers() {
             check_same(f, &one, &many, &format!("--workers {n}"));
             // Short timeouts (expiry inside the captures): every packet and
             // byte in the same flow key and direction, and the same span;
-            // where records are cut may differ (see `offline::spread`).
+            // where records are cut may differ (see `xdprobe_capture::worker::file`).
             let many_short = sorted_lines(f, &[&["--workers", n][..], &SHORT[..]].concat());
             assert_eq!(
                 totals(&one_short),
@@ -265,7 +253,7 @@ fn write_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) {
 
 #[test]
 fn a_worker_without_packets_still_ends_its_flows_on_packet_time() {
-    use xdprobe::live::steer::owner;
+    use xdprobe_capture::steer::owner;
     let quiet_a = [192, 0, 2, 10];
     let quiet_b = [198, 51, 100, 10];
     let quiet = udp(quiet_a, 5353, quiet_b, 53);
@@ -383,7 +371,7 @@ fn a_worker_without_packets_still_ends_its_flows_on_packet_time() {
 /// is in that case. Same records as one worker, within a deadline.
 #[test]
 fn a_stream_of_large_frames_does_not_stall_the_worker_reading_it() {
-    use xdprobe::live::steer::owner;
+    use xdprobe_capture::steer::owner;
     let big = |host: u8| {
         let mut f = udp([192, 0, 2, host], 4000, [198, 51, 100, 7], 9);
         f.resize(40_000, 0xab);

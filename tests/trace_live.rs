@@ -24,7 +24,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use live_support::topo::{TempDir, signal, spawn_in, wait_exit, wait_for};
+use live_support::topo::{ChildGuard, TempDir, signal, spawn_in, wait_exit, wait_for};
 use live_support::{NetNs, VethOpts, addr, neigh, require_root, veth};
 use serde_json::Value;
 
@@ -80,7 +80,7 @@ fn format_has_skb(format: &str) -> bool {
 
 #[test]
 fn list_agrees_with_tracefs_and_kallsyms() {
-    if !require_root("list_agrees_with_tracefs_and_kallsyms") {
+    if !require_root!() {
         return;
     }
     let _g = serial();
@@ -207,7 +207,7 @@ fn attached() -> (BTreeSet<u64>, BTreeSet<u64>) {
 
 #[test]
 fn missing_points_are_clear_errors_and_nothing_stays_attached() {
-    if !require_root("missing_points_are_clear_errors_and_nothing_stays_attached") {
+    if !require_root!() {
         return;
     }
     let _g = serial();
@@ -413,7 +413,7 @@ fn backlog_bytes(ns: &NetNs) -> Option<u64> {
 
 #[test]
 fn echo_paths_and_tbf_queueing() {
-    if !require_root("echo_paths_and_tbf_queueing") {
+    if !require_root!() {
         return;
     }
     let _g = serial();
@@ -425,7 +425,7 @@ fn echo_paths_and_tbf_queueing() {
         "tc", "qdisc", "add", "dev", A_DEV, "root", "tbf", "rate", "10gbit", "burst", "1mb",
         "latency", "100ms",
     ]);
-    let mut listener = spawn_in(
+    let listener = spawn_in(
         &p.b,
         &[
             XDPROBE,
@@ -438,15 +438,15 @@ fn echo_paths_and_tbf_queueing() {
         ],
         &dir.0.join("listen.log"),
     );
-    struct Kill<'a>(&'a mut std::process::Child);
-    impl Drop for Kill<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _kill = Kill(&mut listener);
-    std::thread::sleep(Duration::from_millis(300));
+    let _listener = ChildGuard::new(listener);
+    wait_for(
+        Duration::from_secs(10),
+        "the echo listener on udp 7",
+        || {
+            let ss = p.b.command("ss").args(["-lunH", "sport = :7"]).output();
+            ss.is_ok_and(|o| !o.stdout.is_empty())
+        },
+    );
     let (ia, ib) = (ns_inode(&p.a), ns_inode(&p.b));
 
     // ---- baseline ----
@@ -681,7 +681,7 @@ fn echo_paths_and_tbf_queueing() {
 
 #[test]
 fn drops_end_trails_with_the_kernels_reason() {
-    if !require_root("drops_end_trails_with_the_kernels_reason") {
+    if !require_root!() {
         return;
     }
     let _g = serial();
@@ -828,7 +828,7 @@ fn trace_around(dir: &Path, tag: &str, args: &[&str], traffic: impl FnOnce()) ->
 
 #[test]
 fn netns_and_mark_scope_where_trails_start() {
-    if !require_root("netns_and_mark_scope_where_trails_start") {
+    if !require_root!() {
         return;
     }
     let _g = serial();

@@ -34,6 +34,52 @@ pub struct WorkerStats {
     pub ts_rtt: TsRttWorker,
 }
 
+impl WorkerStats {
+    /// Adds another worker's counters to these (a summary over workers).
+    /// Every count is summed; of the timestamp-RTT summaries, the sample
+    /// and event counts (`TsRttWorker::absorb`: a window's quantiles are
+    /// one worker's and stay this one's).
+    pub fn merge(&mut self, other: &WorkerStats) {
+        // Whole, so that a new field cannot be forgotten here.
+        let WorkerStats {
+            frames,
+            table,
+            active_flows,
+            drops,
+            ip_length_clamped,
+            frags,
+            ts_rtt,
+        } = other;
+        self.frames += frames;
+        let t = &mut self.table;
+        t.packets += table.packets;
+        t.bytes += table.bytes;
+        t.flows_created += table.flows_created;
+        t.records += table.records;
+        t.evicted += table.evicted;
+        self.active_flows += active_flows;
+        self.drops.merge(drops);
+        self.ip_length_clamped += ip_length_clamped;
+        let f = &mut self.frags;
+        f.attributed += frags.attributed;
+        f.unattributed += frags.unattributed;
+        f.evicted += frags.evicted;
+        f.expired += frags.expired;
+        self.ts_rtt.absorb(ts_rtt);
+    }
+
+    /// The workers' counters added up: the first worker's, with every
+    /// other's [merged](Self::merge) in (zeros for none).
+    pub fn total(all: &[WorkerStats]) -> WorkerStats {
+        let mut it = all.iter();
+        let mut t = it.next().cloned().unwrap_or_default();
+        for s in it {
+            t.merge(s);
+        }
+        t
+    }
+}
+
 pub struct Worker {
     table: FlowTable,
     drops: DropCounters,
@@ -174,5 +220,66 @@ impl Worker {
             frags: self.table.frag_stats(),
             ts_rtt: *self.table.ts_rtt_stats(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(n: u64) -> WorkerStats {
+        let mut s = WorkerStats {
+            frames: n,
+            active_flows: n + 1,
+            ip_length_clamped: n + 2,
+            ..WorkerStats::default()
+        };
+        s.table = TableStats {
+            packets: n + 3,
+            bytes: n + 4,
+            flows_created: n + 5,
+            records: n + 6,
+            evicted: n + 7,
+        };
+        s.frags = FragStats {
+            attributed: n + 8,
+            unattributed: n + 9,
+            evicted: n + 10,
+            expired: n + 11,
+        };
+        for _ in 0..n {
+            s.drops.inc(DropReason::UnsupportedLinkType);
+        }
+        s.ts_rtt.counters.missed = n + 12;
+        s
+    }
+
+    /// Every counter of the total is the sum of the workers' (10 and 100:
+    /// a field summed twice, or not at all, shows).
+    #[test]
+    fn the_total_sums_every_counter() {
+        let t = WorkerStats::total(&[stats(10), stats(100)]);
+        assert_eq!(t.frames, 110);
+        assert_eq!(t.active_flows, 112);
+        assert_eq!(t.ip_length_clamped, 114);
+        let tb = &t.table;
+        assert_eq!(
+            (
+                tb.packets,
+                tb.bytes,
+                tb.flows_created,
+                tb.records,
+                tb.evicted
+            ),
+            (116, 118, 120, 122, 124)
+        );
+        let f = &t.frags;
+        assert_eq!(
+            (f.attributed, f.unattributed, f.evicted, f.expired),
+            (126, 128, 130, 132)
+        );
+        assert_eq!(t.drops.total(), 110);
+        assert_eq!(t.ts_rtt.counters.missed, 134);
+        assert_eq!(WorkerStats::total(&[]).frames, 0);
     }
 }

@@ -4,10 +4,9 @@
 //! is about to be deleted. Every wait has a deadline.
 
 use std::{
-    ffi::OsStr,
     os::unix::process::CommandExt,
     path::Path,
-    process::{Command, ExitStatus, Output, Stdio},
+    process::{Command, ExitStatus, Stdio},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -188,45 +187,9 @@ impl Drop for Child {
     }
 }
 
-/// Runs a command to completion; an error carrying its stderr when it
-/// fails.
-pub fn run<S: AsRef<OsStr>>(args: &[S]) -> anyhow::Result<Output> {
-    let Some((prog, rest)) = args.split_first() else {
-        bail!("empty command");
-    };
-    let shown = || {
-        args.iter()
-            .map(|a| a.as_ref().to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let out = Command::new(prog)
-        .args(rest)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("running `{}`", shown()))?;
-    if !out.status.success() {
-        bail!(
-            "`{}` failed ({}): {}",
-            shown(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(out)
-}
-
-/// Runs a command and ignores its outcome (clean-up paths).
-pub fn run_quiet(args: &[&str]) {
-    if let Some((prog, rest)) = args.split_first() {
-        let _ = Command::new(prog)
-            .args(rest)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
+/// Commands run to completion, an error carrying their stderr (the test
+/// bed's, which the tests use too).
+pub use xdprobe_testbed::run;
 
 /// True when `prog` is an executable file in `$PATH`.
 pub fn in_path(prog: &str) -> bool {

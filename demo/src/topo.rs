@@ -15,11 +15,8 @@
 //! bridge drops frames only *after* the tap in either direction, so the
 //! probe sees every segment that is later retransmitted.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
-
-use super::proc::{run, run_quiet};
+use xdprobe_testbed::{VethOpts, mac, neigh, run, run_quiet};
 
 /// Every name this demo gives a namespace starts with this.
 pub const PREFIX: &str = "xdpdemo-";
@@ -33,49 +30,7 @@ pub const LEG_A: (&str, &str) = ("c1", "m0");
 pub const LEG_B: (&str, &str) = ("m1", "s1");
 
 /// A named network namespace, deleted on drop (with every interface in it).
-pub struct Netns {
-    pub name: String,
-}
-
-impl Netns {
-    fn add(name: String) -> anyhow::Result<Netns> {
-        run(&["ip", "netns", "add", &name])?;
-        let ns = Netns { name };
-        ns.exec(&[
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-            "net.ipv6.conf.default.disable_ipv6=1",
-        ])?;
-        ns.exec(&["ip", "link", "set", "lo", "up"])?;
-        Ok(ns)
-    }
-
-    /// `/var/run/netns/NAME`, for setns(2).
-    pub fn path(&self) -> PathBuf {
-        PathBuf::from("/var/run/netns").join(&self.name)
-    }
-
-    /// Runs a command inside the namespace to completion.
-    pub fn exec(&self, args: &[&str]) -> anyhow::Result<()> {
-        let mut full = vec!["ip", "netns", "exec", &self.name];
-        full.extend_from_slice(args);
-        run(&full).map(drop)
-    }
-
-    /// A command that runs `program` inside the namespace.
-    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
-        let mut c = std::process::Command::new("ip");
-        c.args(["netns", "exec", &self.name]).arg(program);
-        c
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        run_quiet(&["ip", "netns", "del", &self.name]);
-    }
-}
+pub use xdprobe_testbed::NetNs as Netns;
 
 /// The four namespaces; dropping it deletes them all.
 pub struct Topology {
@@ -89,7 +44,8 @@ impl Topology {
     /// Builds the network. A failure part-way deletes what was made.
     pub fn build() -> anyhow::Result<Topology> {
         let pid = std::process::id();
-        let ns = |role: &str| Netns::add(format!("{PREFIX}{pid}-{role}"));
+        let ns =
+            |role: &str| Netns::add(format!("{PREFIX}{pid}-{role}")).map_err(anyhow::Error::from);
         let t = Topology {
             client: ns("client")?,
             middle: ns("middle")?,
@@ -130,49 +86,12 @@ impl Topology {
     }
 }
 
-/// A veth pair `a_dev` (in `a`) – `b_dev` (in `b`), offloads off and up.
-/// Offloads off: the bridge reads and writes whole, checksummed frames of
-/// at most the MTU, as a wire carries them.
+/// A veth pair `a_dev` (in `a`) – `b_dev` (in `b`), one queue, offloads
+/// off and up: the bridge reads and writes whole, checksummed frames of at
+/// most the MTU, as a wire carries them.
 fn veth(a: &Netns, a_dev: &str, b: &Netns, b_dev: &str) -> anyhow::Result<()> {
-    run(&[
-        "ip", "-n", &a.name, "link", "add", a_dev, "type", "veth", "peer", "name", b_dev, "netns",
-        &b.name,
-    ])?;
-    for (ns, dev) in [(a, a_dev), (b, b_dev)] {
-        ns.exec(&[
-            "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
-        ])
-        .with_context(|| format!("turning offloads off on {dev}"))?;
-        ns.exec(&["ip", "link", "set", dev, "up"])?;
-    }
-    Ok(())
-}
-
-fn mac(ns: &Netns, dev: &str) -> anyhow::Result<String> {
-    let out = run(&[
-        "ip",
-        "netns",
-        "exec",
-        &ns.name,
-        "cat",
-        &format!("/sys/class/net/{dev}/address"),
-    ])?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
-fn neigh(ns: &Netns, dev: &str, ip: &str, mac: &str) -> anyhow::Result<()> {
-    ns.exec(&[
-        "ip",
-        "neigh",
-        "replace",
-        ip,
-        "lladdr",
-        mac,
-        "dev",
-        dev,
-        "nud",
-        "permanent",
-    ])
+    xdprobe_testbed::veth(a, a_dev, b, b_dev, VethOpts::default())
+        .with_context(|| format!("the veth pair {a_dev}-{b_dev}"))
 }
 
 /// Deletes namespaces a previous demo left behind (it was killed before it

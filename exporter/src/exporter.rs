@@ -3,8 +3,8 @@
 //! their transports. Workers never block on the network: `send` is a
 //! `try_send` whose failure is counted.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,8 @@ const IDLE_TICK: Duration = Duration::from_millis(10);
 /// Records taken from the channel per loop turn before servicing sockets.
 const BATCH: usize = 8192;
 const FILE_FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// How often `live_stats` is refreshed (a scrape interval is seconds).
+const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 const POLL_LOG_EVERY: Duration = Duration::from_secs(10);
 
 enum Control {
@@ -72,6 +74,7 @@ pub struct Exporter {
     waker: Arc<Waker>,
     shared: Arc<SharedCounters>,
     cfg: ExporterConfig,
+    live: Arc<Mutex<ExportStats>>,
     thread: JoinHandle<ExportStats>,
 }
 
@@ -87,6 +90,7 @@ impl Exporter {
         let (tx, rx) = bounded(cfg.channel_capacity.max(1));
         let (ctl, ctl_rx) = unbounded();
         let shared = Arc::new(SharedCounters::default());
+        let live = Arc::new(Mutex::new(ExportStats::default()));
         let st = State {
             poll,
             rx,
@@ -98,6 +102,7 @@ impl Exporter {
             received: 0,
             poll_errors: 0,
             poll_logged_at: None,
+            live: live.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("xdprobe-export".into())
@@ -110,8 +115,15 @@ impl Exporter {
             waker,
             shared,
             cfg,
+            live,
             thread,
         })
+    }
+
+    /// The counters as the exporter thread last published them (about
+    /// once a second): what the metrics endpoint shows of the export.
+    pub fn live_stats(&self) -> Arc<Mutex<ExportStats>> {
+        self.live.clone()
     }
 
     pub fn sender(&self) -> RecordSender {
@@ -176,9 +188,28 @@ struct State {
     received: u64,
     poll_errors: u64,
     poll_logged_at: Option<Instant>,
+    live: Arc<Mutex<ExportStats>>,
 }
 
 impl State {
+    fn stats(&self) -> ExportStats {
+        ExportStats {
+            records_received: self.received,
+            channel_drops: self.shared.channel_drops(),
+            collectors: self.links.iter().map(Link::snapshot).collect(),
+        }
+    }
+
+    /// Refreshes `live_stats`; a poisoned lock (a panicked reader) is
+    /// taken over, the numbers are plain data.
+    fn publish(&self) {
+        let s = self.stats();
+        match self.live.lock() {
+            Ok(mut g) => *g = s,
+            Err(p) => *p.into_inner() = s,
+        }
+    }
+
     fn globals(&self) -> Globals {
         let probe = |f: fn(&crate::ProbeCounters) -> &std::sync::atomic::AtomicU64| {
             self.cfg
@@ -282,6 +313,7 @@ impl State {
         let mut events = Events::with_capacity(64);
         let mut next_options = Instant::now() + self.cfg.options_interval;
         let mut next_file_flush = Instant::now() + FILE_FLUSH_EVERY;
+        let mut next_publish = Instant::now();
         let mut busy = false;
         loop {
             let now = Instant::now();
@@ -312,6 +344,10 @@ impl State {
                 }
                 next_file_flush = now + FILE_FLUSH_EVERY;
             }
+            if now >= next_publish {
+                self.publish();
+                next_publish = now + PUBLISH_EVERY;
+            }
         }
         self.finish(&mut events)
     }
@@ -339,10 +375,7 @@ impl State {
         for l in &mut self.links {
             l.close(reg);
         }
-        ExportStats {
-            records_received: self.received,
-            channel_drops: self.shared.channel_drops(),
-            collectors: self.links.iter().map(|l| l.stats.clone()).collect(),
-        }
+        self.publish();
+        self.stats()
     }
 }

@@ -187,6 +187,18 @@ impl Link {
         self.queue.push_back(*r);
     }
 
+    /// The counters with the queue and connection state of this moment.
+    pub fn snapshot(&self) -> CollectorStats {
+        CollectorStats {
+            queued: self.queue.len() as u64,
+            connected: match &self.out {
+                Out::Tcp(t) => Some(t.is_up()),
+                Out::Udp(_) | Out::File(_) => None,
+            },
+            ..self.stats.clone()
+        }
+    }
+
     /// Nothing left to send (for shutdown).
     pub fn idle(&self) -> bool {
         let tcp_pending = matches!(&self.out, Out::Tcp(t) if t.has_pending());

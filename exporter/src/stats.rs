@@ -56,9 +56,17 @@ pub struct CollectorStats {
     pub not_sent: u64,
     /// Successful TCP (re)connections.
     pub connects: u64,
+    /// Records waiting in this collector's queue when the numbers were
+    /// taken (a TCP collector that is down keeps up to
+    /// `tcp_buffer_records` of them).
+    pub queued: u64,
+    /// TCP: whether the connection was up; `None` for UDP and files,
+    /// whose state has no such meaning.
+    pub connected: Option<bool>,
 }
 
-/// What `Exporter::shutdown` returns.
+/// What `Exporter::shutdown` returns, and what `Exporter::live_stats`
+/// holds while it runs (refreshed about once a second).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExportStats {
     /// Records taken from the channel by the exporter thread.

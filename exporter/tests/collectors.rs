@@ -6,21 +6,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
 use xdprobe_dataplane::FlowRecord;
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("xdprobe-coll-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use xdprobe_test_support::TempDir;
+use xdprobe_test_support::collectors::{Nfcapd, nfdump, start_udp_collector, wait_udp_drained};
 
 fn export(url: &str, recs: &[FlowRecord]) {
     let cfg = ExporterConfig {
@@ -41,57 +36,14 @@ fn export(url: &str, recs: &[FlowRecord]) {
     assert_eq!(stats.collectors[0].not_sent, 0);
 }
 
-/// Wait until `port` is bound by a UDP listener (bounded).
-fn wait_udp_bound(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_err() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("collector did not bind udp port {port}");
-}
-
 fn nfcapd_run(url_query: &str, recs: &[FlowRecord], tag: &str) -> Vec<Value> {
-    let dir = tmpdir(tag);
-    let port = free_udp_port();
-    let child = Command::new("nfcapd")
-        .args([
-            "-b",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-t",
-            "3600",
-            "-w",
-        ])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut guard = ChildGuard(Some(child), "nfcapd");
-    wait_udp_bound(port);
-    export(&format!("udp://127.0.0.1:{port}{url_query}"), recs);
-    std::thread::sleep(Duration::from_millis(300));
-    // nfcapd writes its file on SIGTERM/SIGINT.
-    guard.interrupt_and_wait(Duration::from_secs(10));
-    let out = Command::new("nfdump")
-        .env("TZ", "UTC")
-        .arg("-R")
-        .arg(&dir)
-        .args(["-o", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("nfdump json: {e}: {}", String::from_utf8_lossy(&out.stdout)));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = TempDir::new(&format!("coll-{tag}"));
+    let mut nfcapd = Nfcapd::start(dir.path());
+    export(&format!("udp://127.0.0.1:{}{url_query}", nfcapd.port), recs);
+    // nfcapd writes its file on SIGINT.
+    nfcapd.finish();
+    let out = nfdump(dir.path(), "json");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("nfdump json: {e}: {out}"));
     v.as_array().cloned().unwrap_or_default()
 }
 
@@ -209,7 +161,8 @@ fn nfcapd_reads_nfv9_with_latency_columns() {
 
 /// Decode with pmacct's nfacctd using the shipped primitives file.
 fn nfacctd_run(recs: &[FlowRecord], tag: &str, query: &str) -> Vec<Value> {
-    let dir = tmpdir(tag);
+    let tmp = TempDir::new(&format!("coll-{tag}"));
+    let dir = tmp.path();
     let port = free_udp_port();
     let primitives = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../deploy/collectors/pmacct/aggregate_primitives");
@@ -240,17 +193,19 @@ fn nfacctd_run(recs: &[FlowRecord], tag: &str, query: &str) -> Vec<Value> {
     )
     .unwrap();
     let log = std::fs::File::create(dir.join("nfacctd.log")).unwrap();
-    let child = Command::new("nfacctd")
+    let mut nfacctd = Command::new("nfacctd");
+    nfacctd
         .env("TZ", "UTC")
         .arg("-f")
         .arg(&conf)
         .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let mut guard = ChildGuard(Some(child), "nfacctd");
-    wait_udp_bound(port);
+        .stderr(log);
+    let mut guard = start_udp_collector(&mut nfacctd, port);
     export(&format!("udp://127.0.0.1:{port}{query}"), recs);
+    // pmacct writes its output on SIGINT, once its core has read every
+    // datagram and handed the records to the print plugin: that hand-off
+    // is internal (nothing outside shows it), hence the pause after.
+    wait_udp_drained(port);
     std::thread::sleep(Duration::from_millis(500));
     guard.interrupt_and_wait(Duration::from_secs(10));
     let text = std::fs::read_to_string(&out).unwrap_or_else(|e| {
@@ -259,13 +214,10 @@ fn nfacctd_run(recs: &[FlowRecord], tag: &str, query: &str) -> Vec<Value> {
             std::fs::read_to_string(dir.join("nfacctd.log")).unwrap()
         )
     });
-    let v = text
-        .lines()
+    text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let _ = std::fs::remove_dir_all(&dir);
-    v
+        .collect()
 }
 
 #[test]

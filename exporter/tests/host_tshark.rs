@@ -5,11 +5,11 @@
 mod common;
 
 use std::net::IpAddr;
-use std::process::Command;
 
 use common::*;
 use xdprobe_exporter::encode::host::{HostEncoder, HostRecord, SegmentStats};
 use xdprobe_exporter::ie::host;
+use xdprobe_test_support::collectors::tshark_cflow;
 
 fn rec(i: u16, v6: bool) -> HostRecord {
     let (src, dst): (IpAddr, IpAddr) = if v6 {
@@ -54,18 +54,6 @@ fn rec(i: u16, v6: bool) -> HostRecord {
     }
 }
 
-fn tshark(pcap: &std::path::Path, decode: &str, args: &[&str]) -> String {
-    let o = Command::new("tshark")
-        .args(["-n", "-r"])
-        .arg(pcap)
-        .args(["-d", decode])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 #[test]
 fn tshark_decodes_host_stack_records() {
     if !require("tshark") {
@@ -79,8 +67,7 @@ fn tshark_decodes_host_stack_records() {
     let pcap =
         std::env::temp_dir().join(format!("xdprobe-host-tshark-{}.pcap", std::process::id()));
     write_udp_pcap(&pcap, port, &msgs);
-    let decode = format!("udp.port=={port},cflow");
-    let verbose = tshark(&pcap, &decode, &["-V"]);
+    let verbose = tshark_cflow(&pcap, port, &["-V"]);
     if std::env::var("XDPROBE_DUMP").is_ok_and(|d| d == "host") {
         println!("{verbose}");
     }

@@ -5,47 +5,23 @@
 mod common;
 
 use std::net::UdpSocket;
-use std::process::Command;
 use std::time::Duration;
 
 use common::*;
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
+use xdprobe_test_support::collectors::{tshark_cflow, tshark_cflow_field};
 
 /// tshark's view of what a collector received.
 struct Dissected {
     pcap: std::path::PathBuf,
-    decode: String,
+    port: u16,
     verbose: String,
 }
 
 impl Dissected {
     /// All values of one field across every packet, in order.
     fn field(&self, name: &str) -> Vec<String> {
-        let o = Command::new("tshark")
-            .args(["-n", "-r"])
-            .arg(&self.pcap)
-            .args([
-                "-o",
-                "cflow.max_template_fields:0",
-                "-d",
-                &self.decode,
-                "-T",
-                "fields",
-                "-E",
-                "occurrence=a",
-                "-E",
-                "aggregator=;",
-                "-e",
-                name,
-            ])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .flat_map(|l| l.split(';').map(str::to_string).collect::<Vec<_>>())
-            .filter(|s| !s.is_empty())
-            .collect()
+        tshark_cflow_field(&self.pcap, self.port, name)
     }
 }
 
@@ -98,22 +74,13 @@ fn export_named(
     let pcap =
         std::env::temp_dir().join(format!("xdprobe-tshark-{tag}-{}.pcap", std::process::id()));
     write_udp_pcap(&pcap, port, &dgrams);
-    let decode = format!("udp.port=={port},cflow");
-    let verbose = Command::new("tshark")
-        .args(["-n", "-r"])
-        .arg(&pcap)
-        .args(["-d", &decode, "-V"])
-        // The ntop biflow template has 62 fields, over tshark's default cap of 60.
-        .args(["-o", "cflow.max_template_fields:0"])
-        .output()
-        .unwrap();
-    let verbose = String::from_utf8_lossy(&verbose.stdout).into_owned();
+    let verbose = tshark_cflow(&pcap, port, &["-V"]);
     if std::env::var("XDPROBE_DUMP").is_ok_and(|d| d == tag) {
         println!("{verbose}");
     }
     Dissected {
         pcap,
-        decode,
+        port,
         verbose,
     }
 }

@@ -13,37 +13,13 @@
 //! one plus 1000 × the top three flag bits.
 #![no_main]
 
-use std::net::{IpAddr, Ipv4Addr};
-
 use libfuzzer_sys::fuzz_target;
-use xdprobe_dataplane::flow::record::{DirStats, EndReason, FlowRecord, Npm};
+use xdprobe_dataplane::flow::record::FlowRecord;
 use xdprobe_dataplane::metrics::dns::DnsTracker;
 use xdprobe_dataplane::metrics::tcp::{TcpTracker, TsCtx};
 use xdprobe_dataplane::metrics::tsrtt::{TsRtt, TsRttWorker};
 use xdprobe_dataplane::parse::{TcpFlags, TcpMeta, TcpOptions};
 use xdprobe_dataplane::{Dir, Timestamp};
-
-fn blank() -> FlowRecord {
-    let a = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
-    FlowRecord {
-        client_addr: a,
-        client_port: 1,
-        server_addr: a,
-        server_port: 2,
-        proto: 6,
-        vlan: None,
-        direction_guessed: false,
-        start: Timestamp::ZERO,
-        end: Timestamp::ZERO,
-        end_reason: EndReason::Forced,
-        tos: 0,
-        c2s: DirStats::default(),
-        s2c: DirStats::default(),
-        npm: Npm::default(),
-        seq_in_flow: 0,
-        process: None,
-    }
-}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&sel, mut rest)) = data.split_first() else {
@@ -97,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
             dns.reset_interval();
         }
     }
-    let mut r = blank();
+    let mut r = FlowRecord::blank(6);
     if tcp_mode {
         tcp.fill(&mut r, Some(&ts_flow));
     } else {

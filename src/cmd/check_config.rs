@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use xdprobe::budget::{self, Estimate};
-use xdprobe::live::daemon;
+use xdprobe::daemon;
 use xdprobe_config::{
     Config, Environment, Handoff, Location, Mode, XdpMode, XskBind, format_duration,
 };
@@ -19,7 +19,8 @@ const EXIT_BAD_CONFIG: u8 = 2;
 
 #[derive(clap::Args)]
 pub struct CheckConfigArgs {
-    /// The TOML config file (see deploy/probe.toml).
+    /// The TOML config file (the package installs a commented one as
+    /// /etc/xdprobe/probe.toml; deploy/probe.toml in the source tree).
     pub file: PathBuf,
     /// Skip checks against this machine (that pinned cores exist, that
     /// collector host names resolve), to check a file meant for another host.

@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+
+use super::parse_duration;
 use xdprobe_host::connlat::{ConnOptions, ConnProbe, Connection, Outcome};
 use xdprobe_host::kernel::Kernel;
 use xdprobe_host::stack::agent::{WallClock, monotonic_ns};
@@ -33,10 +35,6 @@ pub struct ConnlatArgs {
     /// Prefix each line with the seconds since the start.
     #[arg(long)]
     pub timestamp: bool,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    xdprobe_config::parse_duration(s).map_err(|e| e.to_string())
 }
 
 fn outcome(c: &Connection) -> String {

@@ -10,6 +10,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
+
+use super::parse_duration;
 use xdprobe_config::HostSettings;
 use xdprobe_host::hooks::{Hook, Layer};
 use xdprobe_host::kernel::Kernel;
@@ -94,10 +96,6 @@ pub struct HostArgs {
     pub empty_programs: bool,
     #[command(flatten)]
     pub agent: super::agent::AgentArgs,
-}
-
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    xdprobe_config::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// `/run/netns/NAME`, a path, or an inode number → the namespace inode.

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::parse_duration;
+
 use crate::manager::{self, RunOptions};
 
 /// Exit status for a config that cannot be used (as check-config).
@@ -39,10 +41,6 @@ pub struct ManagerArgs {
     /// Print the counters at the end.
     #[arg(long)]
     pub stats: bool,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    xdprobe_config::parse_duration(s).map_err(|e| e.to_string())
 }
 
 pub fn run(a: ManagerArgs) -> anyhow::Result<ExitCode> {

@@ -1,7 +1,7 @@
 //! `xdprobe pcap FILE`: a capture file through the same worker the live path
 //! uses, records printed and/or exported.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -12,13 +12,13 @@ use clap::ValueEnum;
 use xdprobe::budget::{self, Estimate};
 use xdprobe_dataplane::output::{Format, RecordWriter};
 use xdprobe_dataplane::source::{Frame, pcap::Capture};
-use xdprobe_dataplane::worker::BATCH;
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker, WorkerStats};
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ProbeCounters};
 
+use super::parse_duration;
 use super::pcap_filter::FrameFilter;
 use super::pcap_progress::Progress;
-use xdprobe::offline::spread::ReadStop;
+use xdprobe_capture::worker::file::{self, ReadStop};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
@@ -37,9 +37,10 @@ pub struct PcapArgs {
     /// pcap or pcapng file; `-` reads standard input. Pipes, FIFOs and
     /// devices are read as streams, regular files are mapped.
     pub file: PathBuf,
-    /// Record output on stdout.
-    #[arg(long, value_enum, default_value = "json")]
-    pub format: FormatArg,
+    /// Record output on stdout [default: table on a terminal, json
+    /// when stdout is a pipe or a file].
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
     #[command(flatten)]
     pub flow: FlowArgs,
     /// Print a summary (packets, flows, drop reasons) to stderr at the end.
@@ -62,7 +63,8 @@ pub struct PcapArgs {
     #[arg(value_name = "EXPRESSION", conflicts_with = "filter")]
     pub expression: Vec<String>,
     /// No progress bar (it is drawn on stderr only when stderr is a
-    /// terminal and the input is a file of known size).
+    /// terminal the records are not printed on, and the input is a file of
+    /// known size).
     #[arg(long)]
     pub no_progress: bool,
     /// Flow workers (threads, each with its own flow table of `--capacity`
@@ -71,6 +73,16 @@ pub struct PcapArgs {
     /// process may run on.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: Option<u16>,
+}
+
+/// A person at a terminal reads the table; a pipe or a file gets JSON
+/// lines, the schema scripts read.
+fn default_format() -> FormatArg {
+    if io::stdout().is_terminal() {
+        FormatArg::Table
+    } else {
+        FormatArg::Json
+    }
 }
 
 /// The cores this process may run on (its affinity mask, as
@@ -121,10 +133,6 @@ impl FlowArgs {
     }
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    xdprobe_config::parse_duration(s).map_err(|e| e.to_string())
-}
-
 pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     let flow = args.flow.flow_config();
     let expr = args
@@ -142,7 +150,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     let mut reader =
         Capture::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
     check_memory(&args, &flow, n_workers, &reader)?;
-    let format = match args.format {
+    let format = match args.format.unwrap_or_else(default_format) {
         FormatArg::Json => Some(Format::Json),
         FormatArg::Table => Some(Format::Table),
         FormatArg::Csv => Some(Format::Csv),
@@ -155,19 +163,19 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         format.map(|f| RecordWriter::new(BufWriter::with_capacity(1 << 16, stdout), f));
     let mut out_err: Option<io::Error> = None;
     let started = Instant::now();
-    let mut progress = Progress::new(&args.file, !args.no_progress);
-    let mut workers = (0..n_workers)
+    let mut progress = Progress::new(&args.file, !args.no_progress, format.is_some());
+    let workers = (0..n_workers)
         .map(|_| Worker::try_new(&flow))
         .collect::<Result<Vec<_>, _>>()?;
     let (stats, read_result) = {
         // `Some(record)`: write and export it; `None` (several workers, no
         // record waiting): flush what was written, so a stream's records
-        // appear as its flows end.
+        // appear as its flows end (a table holds its rows to size them).
         let mut output = |rec: Option<FlowRecord>| {
             let Some(rec) = rec else {
                 if let Some(w) = writer.as_mut()
                     && out_err.is_none()
-                    && let Err(e) = w.flush()
+                    && let Err(e) = w.flush_written()
                 {
                     out_err = Some(e);
                 }
@@ -195,34 +203,16 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             progress.batch(|| offset);
             Ok::<usize, xdprobe_filter::FilterError>(kept)
         };
-        match workers.pop() {
-            Some(mut worker) if workers.is_empty() => {
-                let mut emit = |rec| output(Some(rec));
-                let read_result = read_one_worker(&mut reader, &mut worker, &mut emit, &mut hook);
-                // Flows seen so far are emitted even when the file is cut or corrupt.
-                worker.flush(&mut emit);
-                (vec![worker.stats()], read_result)
-            }
-            Some(last) => {
-                workers.push(last);
-                // Nothing reads the records with `--format none` and no
-                // collector: the workers drop them where they end.
-                let keep = format.is_some() || sender.is_some();
-                let o = xdprobe::offline::spread::run(
-                    &mut reader,
-                    workers,
-                    &mut output,
-                    keep,
-                    &mut hook,
-                );
-                let read_result = o.read_result.map_err(|e| match e {
-                    ReadStop::Capture(e) => ReadError::Capture(e),
-                    ReadStop::Hook(e) => ReadError::Filter(e),
-                });
-                (o.workers, read_result)
-            }
-            None => unreachable!("at least one worker"),
-        }
+        // Nothing reads the records with `--format none` and no collector:
+        // the workers drop them where they end.
+        let keep = format.is_some() || sender.is_some();
+        // Flows seen so far are emitted even when the file is cut or corrupt.
+        let o = file::run(&mut reader, workers, &mut output, keep, &mut hook);
+        let read_result = o.read_result.map_err(|e| match e {
+            ReadStop::Capture(e) => ReadError::Capture(e),
+            ReadStop::Hook(e) => ReadError::Filter(e),
+        });
+        (o.workers, read_result)
     };
     let elapsed = started.elapsed();
     progress.finish();
@@ -239,7 +229,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
         Some(e) => return Err(e).context("writing records"),
         None => {}
     }
-    let total = sum_stats(&stats);
+    let total = WorkerStats::total(&stats);
     if args.stats {
         print_stats(&total, &stats, filter.as_ref(), &reader, elapsed);
     }
@@ -281,17 +271,8 @@ fn check_memory(
         );
     }
     if n_workers > 1 {
-        let per_slot = size_of::<xdprobe::offline::ring::Batch>() as u64
-            + if reader.is_stream() {
-                xdprobe::offline::ring::ARENA_BYTES as u64
-            } else {
-                0
-            };
-        estimate.add(
-            "worker rings",
-            n_workers as u64,
-            per_slot * xdprobe::offline::ring::SLOTS as u64,
-        );
+        let ring = xdprobe_capture::handoff::file::bytes_per_ring(reader.is_stream());
+        estimate.add("worker rings", n_workers as u64, ring as u64);
     }
     estimate.check(budget::available())?;
     Ok(())
@@ -324,30 +305,6 @@ fn start_exporter(args: &PcapArgs) -> anyhow::Result<Option<(Exporter, Arc<Probe
     };
     let exporter = Exporter::spawn(cfg).context("starting the exporter")?;
     Ok(Some((exporter, counters)))
-}
-
-/// One worker on the reading thread: batches straight from the reader,
-/// through the filter and progress `hook`, into the worker.
-fn read_one_worker(
-    reader: &mut Capture,
-    worker: &mut Worker,
-    emit: &mut impl FnMut(FlowRecord),
-    hook: &mut impl FnMut(&mut [Frame<'_>], u64) -> Result<usize, xdprobe_filter::FilterError>,
-) -> Result<(), ReadError> {
-    loop {
-        let mut batch = [Frame::default(); BATCH];
-        // Where this batch starts (the batch borrows the reader after).
-        let offset = reader.offset();
-        let n = match reader.next_batch(&mut batch) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) => return Err(ReadError::Capture(e)),
-        };
-        match hook(&mut batch[..n], offset) {
-            Ok(kept) => worker.on_batch(&batch[..kept], emit),
-            Err(e) => return Err(ReadError::Filter(e)),
-        }
-    }
 }
 
 /// `--stats`: the summary, what the filter took out, per worker, and the
@@ -407,30 +364,6 @@ enum ReadError {
     /// The filter has no meaning for a link type the file uses (exit 2, as
     /// for a bad expression).
     Filter(xdprobe_filter::FilterError),
-}
-
-/// The workers' counters added up (the timestamp-RTT summaries are summed
-/// where `print_summary` reads them: sample and event counts).
-fn sum_stats(all: &[WorkerStats]) -> WorkerStats {
-    let mut it = all.iter();
-    let mut t = it.next().cloned().unwrap_or_default();
-    for s in it {
-        t.frames += s.frames;
-        t.table.packets += s.table.packets;
-        t.table.bytes += s.table.bytes;
-        t.table.flows_created += s.table.flows_created;
-        t.table.records += s.table.records;
-        t.table.evicted += s.table.evicted;
-        t.active_flows += s.active_flows;
-        t.drops.merge(&s.drops);
-        t.ip_length_clamped += s.ip_length_clamped;
-        t.frags.attributed += s.frags.attributed;
-        t.frags.unattributed += s.frags.unattributed;
-        t.frags.evicted += s.frags.evicted;
-        t.frags.expired += s.frags.expired;
-        t.ts_rtt.absorb(&s.ts_rtt);
-    }
-    t
 }
 
 fn print_per_worker(all: &[WorkerStats]) {

@@ -1,8 +1,12 @@
 //! `xdprobe pcap`'s progress bar: bytes of the file read, on stderr, only
 //! when stderr is a terminal (never into a log, a pipe or a test's capture)
-//! and the input has a size to measure against (a file, not a pipe).
+//! that the records are not printed on (a bar redrawn between table rows
+//! garbles both), and the input has a size to measure against (a file,
+//! not a pipe).
 
 use std::io::IsTerminal;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -17,10 +21,12 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// A bar for `path` when `wanted`, stderr is a terminal and `path` is a
-    /// regular file; otherwise one that does nothing.
-    pub fn new(path: &Path, wanted: bool) -> Progress {
-        let bar = (wanted && std::io::stderr().is_terminal())
+    /// A bar for `path` when `wanted`, stderr is a terminal, the records
+    /// (`records_on_stdout`) do not go to that same terminal and `path` is
+    /// a regular file; otherwise one that does nothing.
+    pub fn new(path: &Path, wanted: bool, records_on_stdout: bool) -> Progress {
+        let shared = records_on_stdout && stdout_is_stderr_terminal();
+        let bar = (wanted && std::io::stderr().is_terminal() && !shared)
             .then(|| std::fs::metadata(path).ok())
             .flatten()
             .filter(|m| m.is_file() && path.as_os_str() != "-")
@@ -54,4 +60,14 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
+}
+
+/// Whether stdout is a terminal, the very one stderr is (same device).
+fn stdout_is_stderr_terminal() -> bool {
+    fn device(fd: BorrowedFd<'_>) -> Option<u64> {
+        let f = std::fs::File::from(fd.try_clone_to_owned().ok()?);
+        Some(f.metadata().ok()?.rdev())
+    }
+    let (out, err) = (std::io::stdout(), std::io::stderr());
+    out.is_terminal() && device(out.as_fd()).is_some_and(|d| Some(d) == device(err.as_fd()))
 }

@@ -1,17 +1,18 @@
 //! `xdprobe run -c probe.toml`: the live appliance in the foreground (for
-//! systemd). See `xdprobe::live::daemon` for the start-up order, signals
+//! systemd). See `xdprobe::daemon` for the start-up order, signals
 //! and privileges.
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
-use xdprobe::live::daemon::{self, DaemonError, JsonOut, RunOptions};
+use xdprobe::daemon::{self, DaemonError, JsonOut, RunOptions};
 
 /// Exit status for "the config is wrong" (as `check-config`).
 const EXIT_BAD_CONFIG: u8 = 2;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// The TOML config file (see deploy/probe.toml).
+    /// The TOML config file (the package installs a commented one as
+    /// /etc/xdprobe/probe.toml; deploy/probe.toml in the source tree).
     #[arg(short = 'c', long = "config")]
     pub config: PathBuf,
     /// Also write every flow record as a JSON line to FILE ("-": stdout),

@@ -61,17 +61,14 @@ pub fn run(
     }
     let shared = Arc::new(Mutex::new(ManagerMetrics::default()));
     let _metrics = if cfg.metrics.enabled {
-        let (l, addr) = xdprobe::live::prom::MetricsServer::bind(cfg.metrics.listen)
+        let (l, addr) = xdprobe::prom::MetricsServer::bind(cfg.metrics.listen)
             .with_context(|| format!("metrics.listen {}", cfg.metrics.listen))?;
-        let metrics = xdprobe::live::prom::Metrics::new();
+        let metrics = xdprobe::prom::Metrics::new();
         metrics.register(xdprobe_host::fleet::metrics::MetricsCollector(
             shared.clone(),
         ));
-        let server = xdprobe::live::prom::MetricsServer::start(
-            l,
-            metrics,
-            xdprobe::live::prom::Limits::default(),
-        )?;
+        let server =
+            xdprobe::prom::MetricsServer::start(l, metrics, xdprobe::prom::Limits::default())?;
         tracing::info!(%addr, "manager metrics");
         Some(server)
     } else {

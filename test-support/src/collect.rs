@@ -1,49 +1,17 @@
-//! The collector side of export tests: child processes (collectors) that
-//! are killed on drop, free local ports, datagrams received until quiet,
-//! IPFIX messages split from a stream, and a pcap of datagrams for tshark.
+//! The collector side of export tests: free local ports, datagrams
+//! received until quiet, IPFIX messages split from a stream, and a pcap of
+//! datagrams for tshark (collectors run under a [`ChildGuard`]).
 
 use std::io::Write;
 use std::net::UdpSocket;
 use std::path::Path;
-use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The capture time of the first datagram `write_udp_pcap` writes
 /// (2024-03-01 12:00:00 UTC), one second apart after it.
 const T0: u64 = 1_709_294_400;
 
-/// Kills and reaps a child process on drop, whatever the test outcome.
-pub struct ChildGuard(pub Option<Child>, pub &'static str);
-
-impl ChildGuard {
-    /// SIGINT (pmacct flushes only on SIGINT), then a bounded wait, then kill.
-    pub fn interrupt_and_wait(&mut self, max: Duration) {
-        if let Some(c) = &mut self.0 {
-            // SAFETY: kill(2) on the pid of a child we spawned and have not
-            // reaped yet; no memory is involved.
-            unsafe {
-                libc::kill(c.id() as libc::pid_t, libc::SIGINT);
-            }
-            let deadline = Instant::now() + max;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    self.0 = None;
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
+pub use crate::child::ChildGuard;
 
 /// A free UDP port on 127.0.0.1 (bound then released).
 pub fn free_udp_port() -> u16 {

@@ -1,17 +1,22 @@
 //! What every test crate of xdprobe shares, in one place instead of a copy
-//! per crate: when a test may skip (`skip`: never under CI), scratch
-//! directories (`TempDir`), network namespaces and veth pairs (`netns`),
-//! child processes killed on drop and the collector side of IPFIX tests
-//! (`collect`).
+//! per crate: when a test may skip (`skip`: never under CI; the
+//! `require_root!` macro names the test), scratch directories (`TempDir`),
+//! network namespaces and veth pairs (`netns`: the demo's test bed,
+//! panicking), child processes killed on drop and waits on a condition
+//! instead of fixed sleeps (`child`), the collector side of export tests
+//! (`collect`, `collectors`).
 //!
-//! Only std and libc, so any crate of the workspace can take it as a
-//! dev-dependency without a cycle.
+//! Only std, libc and the test bed, so any crate of the workspace can take
+//! it as a dev-dependency without a cycle.
 
+pub mod child;
 pub mod collect;
+pub mod collectors;
 pub mod netns;
 pub mod skip;
 mod tmp;
 
+pub use child::{ChildGuard, signal, strip_ansi, wait_exit, wait_for, wait_until};
 pub use skip::{have, in_ci, is_root, require, require_root, require_tool};
 pub use tmp::TempDir;
 

@@ -30,7 +30,8 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// `test` needs root (namespaces, XDP, BPF).
+/// `test` needs root (namespaces, XDP, BPF). Tests call it through
+/// [`require_root!`](crate::require_root!), which names them.
 pub fn require_root(test: &str) -> bool {
     require(
         is_root(),
@@ -49,4 +50,35 @@ pub fn have(tool: &str) -> bool {
 /// `tool` is on PATH, or a loud skip (a panic under CI).
 pub fn require_tool(tool: &str) -> bool {
     require(have(tool), &format!("{tool} is not installed"))
+}
+
+/// The path of the function it is called in (`test_file::test_name`).
+#[macro_export]
+macro_rules! test_name {
+    () => {{
+        fn here() {}
+        let name = ::std::any::type_name_of_val(&here);
+        name.strip_suffix("::here").unwrap_or(name)
+    }};
+}
+
+/// The function it is called in needs root: `if !require_root!() {
+/// return; }`. A loud skip naming that function ([`test_name!`]), or a
+/// panic under CI.
+#[macro_export]
+macro_rules! require_root {
+    () => {
+        $crate::require_root($crate::test_name!())
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn test_name_names_the_function_it_is_in() {
+        assert_eq!(
+            crate::test_name!(),
+            "xdprobe_test_support::skip::tests::test_name_names_the_function_it_is_in"
+        );
+    }
 }

@@ -20,6 +20,12 @@ pub fn xdprobe() -> Command {
 
 /// `xdprobe pcap FILE --format json ARGS…` → one JSON object per record.
 pub fn xdprobe_json(file: &Path, args: &[&str]) -> Vec<Value> {
+    parse_lines(&xdprobe_pcap_json(file, args))
+}
+
+/// `xdprobe pcap FILE --format json ARGS…`, which must succeed: its
+/// output.
+pub fn xdprobe_pcap_json(file: &Path, args: &[&str]) -> Vec<u8> {
     let out = xdprobe()
         .arg("pcap")
         .arg(file)
@@ -29,11 +35,11 @@ pub fn xdprobe_json(file: &Path, args: &[&str]) -> Vec<Value> {
         .expect("run xdprobe");
     assert!(
         out.status.success(),
-        "xdprobe pcap {} failed: {}",
+        "xdprobe pcap {} {args:?} failed: {}",
         file.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    parse_lines(&out.stdout)
+    out.stdout
 }
 
 pub fn parse_lines(bytes: &[u8]) -> Vec<Value> {

@@ -18,17 +18,17 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::host_support::{HEADER, Timed, mono_ns, realtime};
-use crate::live_support::topo::{TempDir, signal};
-use crate::live_support::{NetNs, VethOpts, sh, veth};
+use crate::host_support::{HEADER, Timed, connect_one, mono_ns, realtime, serve_one};
+use crate::live_support::topo::{ChildGuard, TempDir};
+use crate::live_support::{NetNs, VethOpts, neigh, sh, veth};
+use xdprobe_test_support::strip_ansi;
 
 pub const M4: &str = "203.0.113.254";
 pub const A4: &str = "203.0.113.1";
@@ -122,20 +122,7 @@ impl Rig {
             [(&a, "a0", DB4, DB6, &bmac), (&b, "b0", DA4, DA6, &amac)]
         {
             for p in [peer4, peer6] {
-                ip(
-                    ns,
-                    &[
-                        "neigh",
-                        "replace",
-                        p,
-                        "lladdr",
-                        mac,
-                        "dev",
-                        dev,
-                        "nud",
-                        "permanent",
-                    ],
-                );
+                neigh(ns, dev, p, mac);
             }
         }
         let bridge = match middle {
@@ -322,7 +309,7 @@ pub fn rounds(j: &[Value], agent: &str) -> Vec<(i64, u64)> {
 
 /// A process of ours inside a namespace, killed on drop.
 pub struct Proc {
-    child: Option<Child>,
+    child: ChildGuard,
     pub stderr: PathBuf,
 }
 
@@ -343,7 +330,7 @@ impl Proc {
             .spawn()
             .expect("spawn xdprobe");
         Proc {
-            child: Some(child),
+            child: ChildGuard::new(child),
             stderr: stderr.to_owned(),
         }
     }
@@ -354,7 +341,7 @@ impl Proc {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
+        self.child.id()
     }
 
     /// Waits until the log holds every one of `needles`.
@@ -376,75 +363,27 @@ impl Proc {
     }
 
     pub fn alive(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
+        self.child.is_running()
     }
 
     /// SIGTERM, and the log once it exited (which it must do cleanly).
     pub fn stop(mut self) -> String {
-        let mut c = self.child.take().expect("running");
-        signal(c.id(), libc::SIGTERM);
-        let end = Instant::now() + Duration::from_secs(20);
-        let st = loop {
-            if let Some(st) = c.try_wait().expect("wait") {
-                break st;
-            }
-            assert!(
-                Instant::now() < end,
-                "no exit after SIGTERM:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let st = self.child.stop(libc::SIGTERM, Duration::from_secs(20));
         let log = self.log();
+        let st = st.unwrap_or_else(|| panic!("no exit after SIGTERM:\n{log}"));
         assert!(st.success(), "exit {st}:\n{log}");
         log
     }
 
     /// SIGINT, wait, whatever the status (tcpdump).
     pub fn stop_quiet(mut self) {
-        if let Some(mut c) = self.child.take() {
-            signal(c.id(), libc::SIGINT);
-            let end = Instant::now() + Duration::from_secs(10);
-            while c.try_wait().ok().flatten().is_none() && Instant::now() < end {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.child.interrupt_and_wait(Duration::from_secs(10));
     }
 
     /// SIGKILL: a crash.
     pub fn kill(mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.child.kill();
     }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut esc = false;
-    for ch in s.chars() {
-        match (esc, ch) {
-            (false, '\u{1b}') => esc = true,
-            (true, c) if c.is_ascii_alphabetic() => esc = false,
-            (true, _) => {}
-            (false, c) => out.push(c),
-        }
-    }
-    out
 }
 
 /// Both directions of one connection timed by the application itself:
@@ -461,25 +400,9 @@ pub fn timed_duplex(
     gap: Duration,
 ) -> (Vec<Timed>, Vec<Timed>) {
     assert!(size >= HEADER);
-    let (tx, rx) = mpsc::channel();
     std::thread::scope(|sc| {
-        let srv = sc.spawn(|| {
-            s.enter_current_thread();
-            realtime();
-            let l = TcpListener::bind(server).expect("bind");
-            tx.send(()).expect("ready");
-            let (conn, _) = l.accept().expect("accept");
-            duplex_end(conn, count, size, gap)
-        });
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("server ready");
-        let cli = sc.spawn(|| {
-            c.enter_current_thread();
-            realtime();
-            let conn =
-                TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect");
-            duplex_end(conn, count, size, gap)
-        });
+        let srv = serve_one(sc, s, server, |conn| duplex_end(conn, count, size, gap));
+        let cli = connect_one(sc, c, server, |conn| duplex_end(conn, count, size, gap));
         let to_server = srv.join().expect("server");
         let to_client = cli.join().expect("client");
         (to_server, to_client)

@@ -7,13 +7,13 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::live_support::{NetNs, sh, topo::signal};
+use crate::live_support::{NetNs, neigh, sh, topo::ChildGuard};
 
 pub const CLIENT_IP: &str = "192.0.2.1";
 pub const SERVER_IP: &str = "192.0.2.2";
@@ -81,18 +81,7 @@ impl Pair {
             (&s, "s0", CLIENT_IP, &cmac),
             (&s, "s0", CLIENT_IP6, &cmac),
         ] {
-            ns.exec(&[
-                "ip",
-                "neigh",
-                "replace",
-                ip,
-                "lladdr",
-                mac,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ]);
+            neigh(ns, dev, ip, mac);
         }
         Pair { c, s }
     }
@@ -109,7 +98,7 @@ impl Pair {
 /// A running `xdprobe host`, stopped with SIGTERM on [`HostProbe::stop`]
 /// (killed on drop if a test fails first).
 pub struct HostProbe {
-    child: Option<Child>,
+    child: ChildGuard,
     pub json: PathBuf,
     stderr: PathBuf,
 }
@@ -131,7 +120,7 @@ impl HostProbe {
             .spawn()
             .expect("spawn xdprobe host");
         let mut p = HostProbe {
-            child: Some(child),
+            child: ChildGuard::new(child),
             json,
             stderr,
         };
@@ -141,7 +130,7 @@ impl HostProbe {
             if err.contains("sock_rx") && err.contains("attached") {
                 break;
             }
-            if let Some(st) = p.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(st) = p.child.child().try_wait().ok().flatten() {
                 panic!("xdprobe host exited early ({st}): {err}");
             }
             assert!(Instant::now() < end, "xdprobe host not attached: {err}");
@@ -157,9 +146,8 @@ impl HostProbe {
 
     /// As [`HostProbe::stop`], with what it printed on stderr.
     pub fn stop_with_stderr(mut self) -> (Vec<Value>, String) {
-        let mut child = self.child.take().expect("running");
-        signal(child.id(), libc::SIGTERM);
-        let st = child.wait().expect("wait xdprobe host");
+        self.child.signal(libc::SIGTERM);
+        let st = self.child.wait(Duration::from_secs(60), "xdprobe host");
         let err = std::fs::read_to_string(&self.stderr).unwrap_or_default();
         assert!(st.success(), "xdprobe host failed ({st}): {err}");
         let reports = std::fs::read_to_string(&self.json)
@@ -172,15 +160,6 @@ impl HostProbe {
 
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-}
-
-impl Drop for HostProbe {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 }
 
@@ -227,6 +206,45 @@ pub struct Messages {
     pub reader: Reader,
 }
 
+/// A timed server: a thread in `s` (real-time scheduling, as the
+/// applications timing themselves run) that accepts one connection on
+/// `server` and hands it to `serve`; returns once it listens.
+pub fn serve_one<'s, T: Send + 's>(
+    sc: &'s std::thread::Scope<'s, '_>,
+    s: &'s NetNs,
+    server: SocketAddr,
+    serve: impl FnOnce(TcpStream) -> T + Send + 's,
+) -> std::thread::ScopedJoinHandle<'s, T> {
+    let (tx, rx) = mpsc::channel();
+    let srv = sc.spawn(move || {
+        s.enter_current_thread();
+        realtime();
+        let l = TcpListener::bind(server).expect("bind");
+        tx.send(()).expect("ready");
+        let (conn, _) = l.accept().expect("accept");
+        serve(conn)
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("server ready");
+    srv
+}
+
+/// Its client: a thread in `c` (real-time scheduling) connected to
+/// `server`, handing the connection to `talk`.
+pub fn connect_one<'s, T: Send + 's>(
+    sc: &'s std::thread::Scope<'s, '_>,
+    c: &'s NetNs,
+    server: SocketAddr,
+    talk: impl FnOnce(TcpStream) -> T + Send + 's,
+) -> std::thread::ScopedJoinHandle<'s, T> {
+    sc.spawn(move || {
+        c.enter_current_thread();
+        realtime();
+        let conn = TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect");
+        talk(conn)
+    })
+}
+
 /// The client in `c` sends `m.count` messages of `m.size` bytes to
 /// `server`, one every `m.gap`, each carrying its own send time; the server
 /// in `s` reads them as `m.reader` says and records when it read each.
@@ -246,14 +264,8 @@ pub fn timed_messages(
         reader,
     } = *m;
     assert!(size >= HEADER);
-    let (tx, rx) = mpsc::channel();
     std::thread::scope(|sc| {
-        let srv = sc.spawn(|| {
-            s.enter_current_thread();
-            realtime();
-            let l = TcpListener::bind(server).expect("bind");
-            tx.send(()).expect("ready");
-            let (mut conn, _) = l.accept().expect("accept");
+        let srv = serve_one(sc, s, server, |mut conn| {
             conn.set_read_timeout(Some(Duration::from_secs(20))).ok();
             let mut out = Vec::new();
             let mut pending: Vec<u8> = Vec::new();
@@ -288,13 +300,7 @@ pub fn timed_messages(
             }
             out
         });
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("server ready");
-        sc.spawn(|| {
-            c.enter_current_thread();
-            realtime();
-            let mut conn =
-                TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect");
+        connect_one(sc, c, server, |mut conn| {
             conn.set_nodelay(true).ok();
             let mut msg = vec![0x5au8; size];
             for i in 0..count {
@@ -524,6 +530,48 @@ pub fn left_loaded(before: &[String]) -> Vec<String> {
             .collect();
         if new.is_empty() || std::time::Instant::now() > until {
             return new;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The host programs process `pid` holds open, as `name#id`: the program
+/// IDs of its descriptors (`/proc/PID/fdinfo`, `prog_id:`), so programs
+/// other processes load meanwhile (other tests on the machine) are never
+/// among them.
+pub fn host_programs_of(pid: u32) -> Vec<String> {
+    let mut ids = std::collections::HashSet::new();
+    if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) {
+        for e in dir.flatten() {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            ids.extend(text.lines().filter_map(|l| {
+                l.strip_prefix("prog_id:")
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            }));
+        }
+    }
+    loaded_host_programs()
+        .into_iter()
+        .filter(|p| {
+            p.rsplit('#')
+                .next()
+                .and_then(|id| id.parse::<u64>().ok())
+                .is_some_and(|id| ids.contains(&id))
+        })
+        .collect()
+}
+
+/// Of `ours` (from [`host_programs_of`]), those still loaded after up to
+/// 30 s (see [`left_loaded`] for why a wait).
+pub fn still_loaded(ours: &[String]) -> Vec<String> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let left: Vec<String> = loaded_host_programs()
+            .into_iter()
+            .filter(|p| ours.contains(p))
+            .collect();
+        if left.is_empty() || std::time::Instant::now() > until {
+            return left;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

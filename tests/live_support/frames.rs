@@ -4,7 +4,12 @@
 //! pcap file: for the tests that check the XDP program and the parser
 //! treat them alike.
 
-use std::{ffi::CString, path::Path, time::Duration};
+use std::{
+    ffi::CString,
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    path::Path,
+    time::Duration,
+};
 
 use xdprobe_common::headers::{MAX_IPV6_EXT, MAX_MPLS_DEPTH, MAX_VLAN_DEPTH};
 
@@ -304,15 +309,17 @@ pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     std::fs::write(path, out).expect("write pcap");
 }
 
-/// Sends every frame out of `dev` through an AF_PACKET socket, 1 ms apart.
-pub fn send_raw(dev: &str, frames: &[Vec<u8>]) {
+/// An AF_PACKET raw socket bound to `dev`, closed on drop.
+pub fn packet_socket(dev: &str) -> OwnedFd {
     // SAFETY: plain socket(2) call.
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
     assert!(
-        fd >= 0,
+        raw >= 0,
         "packet socket: {}",
         std::io::Error::last_os_error()
     );
+    // SAFETY: `raw` was just returned by socket(2) and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
     let cname = CString::new(dev).expect("name");
     // SAFETY: a valid NUL-terminated string.
     let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
@@ -324,15 +331,21 @@ pub fn send_raw(dev: &str, frames: &[Vec<u8>]) {
     // SAFETY: binds our own socket to a valid sockaddr_ll of its size.
     let rc = unsafe {
         libc::bind(
-            fd,
+            fd.as_raw_fd(),
             (&raw const sll).cast(),
             std::mem::size_of::<libc::sockaddr_ll>() as u32,
         )
     };
     assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+    fd
+}
+
+/// Sends every frame out of `dev` through an AF_PACKET socket, 1 ms apart.
+pub fn send_raw(dev: &str, frames: &[Vec<u8>]) {
+    let fd = packet_socket(dev);
     for f in frames {
         // SAFETY: `f` is valid for reads of `f.len()` bytes.
-        let n = unsafe { libc::send(fd, f.as_ptr().cast(), f.len(), 0) };
+        let n = unsafe { libc::send(fd.as_raw_fd(), f.as_ptr().cast(), f.len(), 0) };
         assert_eq!(
             n,
             f.len() as isize,
@@ -341,6 +354,4 @@ pub fn send_raw(dev: &str, frames: &[Vec<u8>]) {
         );
         std::thread::sleep(Duration::from_millis(1));
     }
-    // SAFETY: closing the socket opened above, once.
-    unsafe { libc::close(fd) };
 }

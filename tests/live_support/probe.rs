@@ -6,7 +6,7 @@ use std::{
     io::{Read, Write},
     net::TcpStream,
     path::{Path, PathBuf},
-    process::{Child, Stdio},
+    process::Stdio,
     time::Duration,
 };
 
@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::{
     NetNs,
-    topo::{signal, wait_exit, wait_for},
+    topo::{ChildGuard, wait_for},
 };
 
 pub struct ProbeOpts<'a> {
@@ -34,8 +34,28 @@ pub struct ProbeOpts<'a> {
     pub interface_extra: &'a str,
 }
 
+/// The usual run: interface `p1`, one queue, no collector, 300 s
+/// timeouts, as root, nothing extra; a test sets what it changes (and
+/// always its own `metrics_port`).
+impl Default for ProbeOpts<'_> {
+    fn default() -> Self {
+        ProbeOpts {
+            iface: "p1",
+            queues: 1,
+            collectors: Vec::new(),
+            metrics_port: 0,
+            extra_args: Vec::new(),
+            idle_timeout: "300s",
+            active_timeout: "300s",
+            user: None,
+            extra_config: "",
+            interface_extra: "",
+        }
+    }
+}
+
 pub struct Probe {
-    pub child: Child,
+    pub child: ChildGuard,
     pub json: PathBuf,
     pub log: PathBuf,
     pub metrics_port: u16,
@@ -117,14 +137,14 @@ impl Probe {
             .spawn()
             .expect("spawn xdprobe run");
         let mut p = Probe {
-            child,
+            child: ChildGuard::new(child),
             json,
             log,
             metrics_port: o.metrics_port,
         };
         let log = p.log.clone();
         wait_for(Duration::from_secs(20), "xdprobe running", || {
-            if let Ok(Some(st)) = p.child.try_wait() {
+            if let Ok(Some(st)) = p.child.child().try_wait() {
                 panic!(
                     "xdprobe run exited early ({st}):\n{}",
                     std::fs::read_to_string(&log).unwrap_or_default()
@@ -137,7 +157,7 @@ impl Probe {
     }
 
     fn child_check(&mut self) {
-        if let Ok(Some(st)) = self.child.try_wait() {
+        if let Ok(Some(st)) = self.child.child().try_wait() {
             panic!("xdprobe exited: {st}\n{}", self.log_text());
         }
     }
@@ -163,21 +183,14 @@ impl Probe {
 
     /// SIGTERM, wait for a clean exit, return the JSON records.
     pub fn stop(mut self) -> (std::process::ExitStatus, Vec<Value>, String) {
-        signal(self.child.id(), libc::SIGTERM);
-        let st = wait_exit(&mut self.child, Duration::from_secs(20), "xdprobe run");
+        self.child.signal(libc::SIGTERM);
+        let st = self.child.wait(Duration::from_secs(20), "xdprobe run");
         let recs = std::fs::read_to_string(&self.json)
             .unwrap_or_default()
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
         (st, recs, self.log_text())
-    }
-}
-
-impl Drop for Probe {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

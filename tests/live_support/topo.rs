@@ -49,16 +49,14 @@ pub struct Bench {
     pub s: NetNs,
     pub p: NetNs,
     pub dir: PathBuf,
-    /// Background processes, killed (then reaped) on drop.
-    pub children: Vec<Child>,
+    /// Background processes, killed (then reaped) on drop, the last
+    /// started first.
+    pub children: Vec<ChildGuard>,
 }
 
 impl Drop for Bench {
     fn drop(&mut self) {
-        for c in self.children.iter_mut().rev() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        while self.children.pop().is_some() {}
         // Namespaces go when their NetNs fields drop, after this.
     }
 }
@@ -174,7 +172,7 @@ impl Bench {
                 .stderr(std::fs::File::create(self.dir.join(format!("{tag}.log"))).expect("log"))
                 .spawn()
                 .expect("xdprobe demo bridge");
-            self.children.push(child);
+            self.children.push(ChildGuard::new(child));
             ready.push(r);
         }
         wait_for(Duration::from_secs(10), "bridge legs ready", || {
@@ -229,7 +227,7 @@ impl Bench {
             .stderr(std::fs::File::create(&err).expect("tcpdump.err"))
             .spawn()
             .expect("tcpdump");
-        self.children.push(child);
+        self.children.push(ChildGuard::new(child));
         wait_for(Duration::from_secs(10), "tcpdump listening", || {
             std::fs::read_to_string(&err).is_ok_and(|s| s.contains("listening on"))
         });
@@ -238,46 +236,13 @@ impl Bench {
 
     pub fn stop_tcpdump(&mut self, idx: usize) {
         if let Some(c) = self.children.get_mut(idx) {
-            signal(c.id(), libc::SIGINT);
-            let _ = c.wait();
+            c.signal(libc::SIGINT);
+            let _ = c.child().wait();
         }
     }
 }
 
-/// Sends `sig` to `pid`.
-pub fn signal(pid: u32, sig: i32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        // SAFETY: kill(2) on a child this test spawned.
-        unsafe { libc::kill(pid, sig) };
-    }
-}
-
-/// Polls `cond` every 20 ms; panics with `what` after `limit`.
-pub fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits for a child with a deadline; kills it and panics on timeout.
-pub fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
-    let end = Instant::now() + limit;
-    loop {
-        if let Ok(Some(st)) = child.try_wait() {
-            return st;
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-pub use xdprobe_test_support::TempDir;
+pub use xdprobe_test_support::{ChildGuard, TempDir, signal, wait_exit, wait_for};
 
 /// Runs `ip netns exec NS cmd…` in the background.
 pub fn spawn_in(ns: &NetNs, args: &[&str], log: &Path) -> Child {

@@ -31,7 +31,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{NetNs, topo::wait_for};
+use super::{
+    NetNs,
+    topo::{ChildGuard, wait_for},
+};
 
 pub const SERVER: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
 pub const UPLOAD_PORT: u16 = 5201;
@@ -100,12 +103,9 @@ pub fn in_ns<T: Send + 'static>(
     ns: &NetNs,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> JoinHandle<T> {
-    let path = format!("/var/run/netns/{}", ns.name);
+    let name = ns.name.clone();
     std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        // SAFETY: a valid namespace fd; setns moves only this thread.
-        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns {path}: {}", io::Error::last_os_error());
+        super::enter_netns(&name);
         f()
     })
 }
@@ -214,16 +214,13 @@ fn read_line(s: &mut TcpStream) -> Option<String> {
 pub struct Servers {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
-    children: Vec<Child>,
+    children: Vec<ChildGuard>,
 }
 
 impl Drop for Servers {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.children.clear();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -332,16 +329,19 @@ pub fn start_servers(s: &NetNs, plan: &Plan, dir: &Path) -> Servers {
         }));
     }
     if plan.tls_gets > 0 {
-        sv.children.push(tls_server(s, dir));
+        sv.children.push(ChildGuard::new(tls_server(s, dir)));
     }
     let mut ports = vec![UPLOAD_PORT, DOWNLOAD_PORT, HTTP_PORT, KEEPALIVE_PORT];
     if plan.tls_gets > 0 {
         ports.push(TLS_PORT);
     }
+    let mut udp = vec![DNS_PORT];
     if plan.short_flows > 0 {
         ports.push(SHORT_TCP_PORT);
+        udp.push(SHORT_UDP_PORT);
     }
     wait_listening(s, &ports);
+    wait_listening_udp(s, &udp);
     sv
 }
 
@@ -350,9 +350,8 @@ pub fn start_dns(s: &NetNs) -> Servers {
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let t = in_ns(s, move || dns_server(&st));
-    // The responder binds before it reads; give it that moment (an
-    // early query would only be retried by nobody and stay unanswered).
-    std::thread::sleep(Duration::from_millis(100));
+    // An early query would be retried by nobody and stay unanswered.
+    wait_listening_udp(s, &[DNS_PORT]);
     Servers {
         stop,
         threads: vec![t],
@@ -371,8 +370,17 @@ pub fn dns_queries(c: &NetNs, plan: &Plan) -> usize {
 /// Polls `ss` in `ns` until every TCP port listens (a test connection
 /// would be a flow of its own in the capture).
 pub fn wait_listening(ns: &NetNs, ports: &[u16]) {
+    wait_bound(ns, "-ltnH", ports);
+}
+
+/// Polls `ss` in `ns` until a socket is bound to every UDP port.
+pub fn wait_listening_udp(ns: &NetNs, ports: &[u16]) {
+    wait_bound(ns, "-lunH", ports);
+}
+
+fn wait_bound(ns: &NetNs, ss_flags: &str, ports: &[u16]) {
     wait_for(Duration::from_secs(10), "servers listening", || {
-        let out = ns.command("ss").args(["-ltnH"]).output();
+        let out = ns.command("ss").arg(ss_flags).output();
         let text = out
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default();

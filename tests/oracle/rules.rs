@@ -1,4 +1,4 @@
-//! Where `npm-metrics.md` and Wireshark 4.0 (`packet-tcp.c`
+//! Where `docs/spec/npm-metrics.md` and Wireshark 4.0 (`packet-tcp.c`
 //! `tcp_analyze_sequence_number`, `packet-dns.c`) really differ on a packet.
 //! Each rule is a narrow predicate over tshark's own per-packet output; a
 //! packet it names is an *exception*: the expected xdprobe value is

@@ -91,7 +91,7 @@ pub struct DirStats {
 
 /// Network performance metrics of one record, microseconds. `None` = not
 /// measured (exported as null / absent), never a fake 0, except where
-/// `npm-metrics.md` says 0.
+/// `docs/spec/npm-metrics.md` says 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Npm {
     pub rtt_us: Option<u32>,
@@ -201,6 +201,32 @@ impl Process {
 }
 
 impl FlowRecord {
+    /// A record of protocol `proto` between 192.0.2.1 and 192.0.2.2 (the
+    /// documentation prefix), ports 0, no packets, no metrics, at time 0:
+    /// what tests, benches and fuzz targets fill in the fields they need of
+    /// (`FlowRecord { client_port: 40000, ..FlowRecord::blank(6) }`), so a
+    /// new field does not mean editing every record they build.
+    pub fn blank(proto: u8) -> FlowRecord {
+        FlowRecord {
+            client_addr: IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1)),
+            client_port: 0,
+            server_addr: IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 2)),
+            server_port: 0,
+            proto,
+            vlan: None,
+            direction_guessed: false,
+            start: Timestamp::ZERO,
+            end: Timestamp::ZERO,
+            end_reason: EndReason::Forced,
+            tos: 0,
+            c2s: DirStats::default(),
+            s2c: DirStats::default(),
+            npm: Npm::default(),
+            seq_in_flow: 0,
+            process: None,
+        }
+    }
+
     pub fn dir(&self, d: Dir) -> &DirStats {
         match d {
             Dir::C2S => &self.c2s,

@@ -1,4 +1,4 @@
-//! DNS-over-UDP server response time (`npm-metrics.md` §2 "DNS over UDP").
+//! DNS-over-UDP server response time (`docs/spec/npm-metrics.md` §2 "DNS over UDP").
 //!
 //! Client/server follow port 53 (the flow table makes the port-53 side the
 //! server). A *request* is a client→server message with QR = 0, a

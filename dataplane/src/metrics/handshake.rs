@@ -1,4 +1,4 @@
-//! TCP three-way-handshake timing (`npm-metrics.md` §1): server network time
+//! TCP three-way-handshake timing (`docs/spec/npm-metrics.md` §1): server network time
 //! `t_snt` (SYN → SYN+ACK), client network time `t_cnt` (SYN+ACK → the ACK
 //! completing the handshake), RTT = `t_snt + t_cnt`.
 //!

@@ -1,4 +1,4 @@
-//! Network performance metrics (`shared/spec/npm-metrics.md`), per flow,
+//! Network performance metrics (`docs/spec/npm-metrics.md`), per flow,
 //! sans-IO: each tracker takes one packet's fields and its capture timestamp.
 //!
 //! The flow table keeps a TCP flow's [`tcp::TcpTracker`] and a DNS flow's

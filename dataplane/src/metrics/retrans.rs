@@ -1,5 +1,5 @@
 //! Retransmission, out-of-order, keep-alive and duplicate-ACK classification
-//! (`npm-metrics.md` §3), and the receive-window events zero window and
+//! (`docs/spec/npm-metrics.md` §3), and the receive-window events zero window and
 //! window full, one segment at a time, per direction.
 //!
 //! Terms, exactly as the spec defines them (sequence arithmetic modulo 2^32

@@ -1,5 +1,5 @@
 //! Server response time bookkeeping shared by TCP, TLS and DNS
-//! (`npm-metrics.md` §2): the request/response turn and the per-interval
+//! (`docs/spec/npm-metrics.md` §2): the request/response turn and the per-interval
 //! statistics a record exports.
 
 use crate::flow::record::Npm;

@@ -1,4 +1,4 @@
-//! TCP metrics for one flow (`shared/spec/npm-metrics.md` §1–§3): handshake
+//! TCP metrics for one flow (`docs/spec/npm-metrics.md` §1–§3): handshake
 //! RTT, server response time (plain or TLS), retransmissions by kind,
 //! out-of-order segments, keep-alives and duplicate ACKs, and the
 //! receive-window events zero window and window full (Wireshark's

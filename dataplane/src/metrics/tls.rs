@@ -1,4 +1,4 @@
-//! TLS record-header tracking for the TLS variant of SRT (`npm-metrics.md`
+//! TLS record-header tracking for the TLS variant of SRT (`docs/spec/npm-metrics.md`
 //! §2 "TCP carrying TLS"): only application-data records (content type 23)
 //! are requests and responses; handshake, alert and change-cipher-spec
 //! records are not.

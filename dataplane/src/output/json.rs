@@ -372,18 +372,10 @@ mod tests {
             client_port: 1,
             server_addr: IpAddr::V6(Ipv6Addr::LOCALHOST),
             server_port: 2,
-            proto: 6,
-            vlan: None,
             direction_guessed: true,
-            start: Timestamp(0),
-            end: Timestamp(0),
             end_reason: EndReason::Active,
-            tos: 0,
-            c2s: DirStats::default(),
-            s2c: DirStats::default(),
-            npm: Npm::default(),
             seq_in_flow: 3,
-            process: None,
+            ..FlowRecord::blank(6)
         };
         rec.npm.ts_rtt = Some(TsRttRecord {
             server: TsRttLeg {

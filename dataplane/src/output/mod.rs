@@ -25,10 +25,14 @@ pub enum Format {
 }
 
 /// Writes records in one format; a header (table/CSV) comes with the first.
+/// The table holds its rows in blocks of up to 1024 to size its columns:
+/// call [`RecordWriter::flush`] at the end.
 pub struct RecordWriter<W: Write> {
     out: W,
     format: Format,
     header_done: bool,
+    /// Format::Table: the rows of the block being sized.
+    table: Option<table::Table>,
     /// The text formats build a line here…
     line: String,
     /// …and JSON here, as bytes; both are reused for every record.
@@ -41,6 +45,7 @@ impl<W: Write> RecordWriter<W> {
             out,
             format,
             header_done: false,
+            table: (format == Format::Table).then(table::Table::new),
             line: String::with_capacity(512),
             bytes: Vec::with_capacity(1024),
         }
@@ -53,23 +58,42 @@ impl<W: Write> RecordWriter<W> {
                 json::line(&mut self.bytes, rec);
                 return self.out.write_all(&self.bytes);
             }
-            Format::Table => table::row,
+            Format::Table => {
+                let full = self.table.as_mut().is_some_and(|t| t.push(rec));
+                return if full { self.write_table() } else { Ok(()) };
+            }
             Format::Csv => csv::row,
         };
         self.line.clear();
         if !self.header_done {
             self.header_done = true;
-            match self.format {
-                Format::Table => table::header(&mut self.line),
-                Format::Csv => csv::header(&mut self.line),
-                Format::Json => {}
-            }
+            csv::header(&mut self.line);
         }
         text(&mut self.line, rec);
         self.out.write_all(self.line.as_bytes())
     }
 
+    /// The table's held rows, written with their block's widths.
+    fn write_table(&mut self) -> io::Result<()> {
+        let Some(t) = self.table.as_mut() else {
+            return Ok(());
+        };
+        self.line.clear();
+        t.drain(&mut self.line);
+        self.out.write_all(self.line.as_bytes())
+    }
+
+    /// Writes the table's held rows, then flushes the output: at the end,
+    /// or whenever every row must be out.
     pub fn flush(&mut self) -> io::Result<()> {
+        self.write_table()?;
+        self.out.flush()
+    }
+
+    /// Flushes what was written, leaving the table's rows held until their
+    /// block is full or [`RecordWriter::flush`]: a stream's JSON or CSV
+    /// lines appear as flows end, a table's columns stay one width.
+    pub fn flush_written(&mut self) -> io::Result<()> {
         self.out.flush()
     }
 
@@ -79,7 +103,10 @@ impl<W: Write> RecordWriter<W> {
         &mut self.out
     }
 
-    pub fn into_inner(self) -> W {
+    /// The output (a table's held rows are written first; an error doing
+    /// so is dropped, as the caller asked for the output, not a flush).
+    pub fn into_inner(mut self) -> W {
+        let _ = self.write_table();
         self.out
     }
 }

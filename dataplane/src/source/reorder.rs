@@ -35,7 +35,7 @@ use crate::parse::LinkType;
 use crate::time::Timestamp;
 
 /// How far back in capture time a packet may be and still be put in order:
-/// the live hand-off's hold time (`src/live/merge.rs` uses this constant).
+/// the live hand-off's hold time (`capture/src/handoff/merge.rs` uses this constant).
 pub const WINDOW_NS: u64 = 2_000_000;
 
 /// Packets held at most: a 2 ms window at 4 M packets per second. A power

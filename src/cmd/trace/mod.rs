@@ -20,7 +20,8 @@ use xdprobe_host::trace::probe::{self, RunStats, TraceOptions, TraceProbe};
 use xdprobe_host::trace::record::TrailRecord;
 use xdprobe_host::trace::report;
 
-use super::host::{netns_inode, parse_duration};
+use super::host::netns_inode;
+use super::parse_duration;
 
 mod echo;
 

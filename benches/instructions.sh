@@ -85,7 +85,7 @@ WORK=$(mktemp -d /tmp/xdprobe-instructions.XXXXXX)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT
 CUT=$WORK/cut.pcap
 tcpdump -Z root -r "$FILE" -c "$PACKETS" -w "$CUT" 2>/dev/null
-N=$(tcpdump -r "$CUT" -qn 2>/dev/null | wc -l)
+N=$(TZ=UTC tcpdump -tt -r "$CUT" -qn 2>/dev/null | wc -l)  # -tt, TZ: no time zone lookup per packet
 [ "$N" -gt 0 ] || { echo "instructions.sh: no packets in $FILE" >&2; exit 1; }
 
 SIM=(--cache-sim=no)

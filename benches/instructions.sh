@@ -85,7 +85,19 @@ WORK=$(mktemp -d /tmp/xdprobe-instructions.XXXXXX)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT
 CUT=$WORK/cut.pcap
 tcpdump -Z root -r "$FILE" -c "$PACKETS" -w "$CUT" 2>/dev/null
-N=$(TZ=UTC tcpdump -tt -r "$CUT" -qn 2>/dev/null | wc -l)  # -tt, TZ: no time zone lookup per packet
+# Packets in the cut, counted from its record headers (printing them with
+# tcpdump took 5-15 minutes for a million packets on a loaded machine).
+N=$(python3 - "$CUT" <<'PY'
+import struct, sys
+f = open(sys.argv[1], "rb")
+e = "<" if f.read(24)[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+n = 0
+while len(r := f.read(16)) == 16:
+    f.seek(struct.unpack(e + "I", r[8:12])[0], 1)
+    n += 1
+print(n)
+PY
+)
 [ "$N" -gt 0 ] || { echo "instructions.sh: no packets in $FILE" >&2; exit 1; }
 
 SIM=(--cache-sim=no)

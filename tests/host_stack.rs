@@ -134,7 +134,8 @@ fn check_t8_against_application(server: SocketAddr, src: &str, port: u16, extra:
         })
         .collect();
     let from_raw = median(&all) as f64 / 1000.0;
-    assert!((t8["p50_us"].as_f64().unwrap() - from_raw).abs() < 0.01);
+    // Percentiles are read from every sample within 0.5 % of their value.
+    assert!((t8["p50_us"].as_f64().unwrap() - from_raw).abs() <= 0.005 * from_raw + 0.001);
     // The segments add up to T8.
     let names = ["T1", "T2", "T3", "T4", "T5", "T6", "T7"];
     let sum: f64 = names.iter().map(|n| seg(&r, n, "mean_us")).sum();

@@ -403,12 +403,12 @@ fn step_p50s(g: &Value) -> Vec<((String, String), f64)> {
         .collect()
 }
 
-/// The tbf's backlog in bytes, from `tc -s qdisc show`.
+/// The tbf's backlog in bytes, from `tc -s -j qdisc show` (the text
+/// form rounds a backlog within 16 B of a multiple of 1024 to `NKb`).
 fn backlog_bytes(ns: &NetNs) -> Option<u64> {
-    let out = ns.exec(&["tc", "-s", "qdisc", "show", "dev", A_DEV]);
-    let t = text(&out.stdout);
-    let b = t.split("backlog ").nth(1)?.split('b').next()?;
-    b.trim().parse().ok()
+    let out = ns.exec(&["tc", "-s", "-j", "qdisc", "show", "dev", A_DEV]);
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    v[0]["backlog"].as_u64()
 }
 
 #[test]

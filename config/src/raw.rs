@@ -108,6 +108,7 @@ pub struct RawHost {
     pub sample_interval: Option<S<toml::Value>>,
     pub sample_window: Option<S<toml::Value>>,
     pub sample_window_every: Option<S<toml::Value>>,
+    pub hold: Option<S<toml::Value>>,
     pub layers: Option<S<Vec<S<String>>>>,
     pub report_interval: Option<S<toml::Value>>,
     pub idle_timeout: Option<S<toml::Value>>,

@@ -254,6 +254,10 @@ pub struct HostSettings {
     pub sample_window: Duration,
     /// Period of the sampling windows. Default 1 s.
     pub sample_window_every: Duration,
+    /// How long a timed byte waits for the layers it has not reached yet
+    /// (and a closing window's drain for the bytes it let in) before it
+    /// is given up as slow and counted as `cut`. Default 250 ms.
+    pub hold: Duration,
     /// Layers observed (keys of [`HOST_LAYERS`]); empty: all. Default all.
     pub layers: Vec<String>,
     /// Long-lived flows are reported this often. Default 60 s.
@@ -294,6 +298,7 @@ impl Default for HostSettings {
             sample_interval: Duration::ZERO,
             sample_window: Duration::ZERO,
             sample_window_every: Duration::from_secs(1),
+            hold: Duration::from_millis(250),
             layers: Vec::new(),
             report_interval: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(30),

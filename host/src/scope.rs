@@ -41,6 +41,40 @@ pub enum ScopeError {
     },
     #[error("no layer {0:?}")]
     Layer(String),
+    #[error("pid {0}: no such process")]
+    NoProcess(u32),
+    #[error("pid {pid} is a thread of process {tgid}: give the process ({tgid})")]
+    Thread { pid: u32, tgid: u32 },
+    #[error("port 0 matches no connection: give a port from 1 to 65535")]
+    PortZero,
+}
+
+/// A process to scope to must exist now (in this PID namespace) and be a
+/// process, not one of its threads: the programs compare the thread
+/// group ID, so any other number silently matches nothing.
+pub fn check_pid(pid: u32) -> Result<(), ScopeError> {
+    if pid == 0 {
+        return Err(ScopeError::NoProcess(0));
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|_| ScopeError::NoProcess(pid))?;
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or(pid);
+    if tgid != pid {
+        return Err(ScopeError::Thread { pid, tgid });
+    }
+    Ok(())
+}
+
+/// Every scope the operator named must be able to match something.
+pub fn check_scope(ports: &[u16], pids: &[u32]) -> Result<(), ScopeError> {
+    if ports.contains(&0) {
+        return Err(ScopeError::PortZero);
+    }
+    pids.iter().try_for_each(|&p| check_pid(p))
 }
 
 /// `/run/netns/NAME`, a path, or an inode number → the namespace's inode
@@ -128,6 +162,7 @@ pub fn matcher_config(
     MatcherConfig {
         sample_bytes: opts.sample_bytes,
         idle_ns: ns(h.idle_timeout),
+        hold_ns: ns(h.hold),
         report_ns: ns(h.report_interval),
         max_flows: h.max_flows,
         attached,

@@ -32,14 +32,15 @@ pub struct ConnlatArgs {
     /// Stop after this long (e.g. 30s); default: until SIGINT/SIGTERM.
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Prefix each line with the seconds since the start.
+    /// Prefix each line with the seconds since the start (with --json:
+    /// a `time_s` field).
     #[arg(long)]
     pub timestamp: bool,
 }
 
 fn outcome(c: &Connection) -> String {
     match c.outcome {
-        Outcome::Established => String::new(),
+        Outcome::Established => "established".into(),
         Outcome::Refused => "refused".into(),
         Outcome::TimedOut => "timed out".into(),
         Outcome::Failed => format!("failed (errno {})", c.err),
@@ -47,6 +48,14 @@ fn outcome(c: &Connection) -> String {
 }
 
 pub fn run(a: ConnlatArgs) -> anyhow::Result<ExitCode> {
+    if let Err(e) = a
+        .pids
+        .iter()
+        .try_for_each(|&p| xdprobe_host::scope::check_pid(p))
+    {
+        eprintln!("xdprobe connlat: --{e}");
+        return Ok(ExitCode::from(EXIT_SETUP));
+    }
     let kernel = match Kernel::open() {
         Ok(k) => k,
         Err(e) => {
@@ -58,6 +67,7 @@ pub fn run(a: ConnlatArgs) -> anyhow::Result<ExitCode> {
         pids: a.pids.clone(),
         min_latency: Duration::from_micros(a.min_us),
     };
+    super::host::warn_other_agents("conn_", "connect-latency probe");
     let mut probe = match ConnProbe::start(&kernel, &opts) {
         Ok(p) => p,
         Err(e) if e.is_setup_error() => {
@@ -140,14 +150,19 @@ fn write_connection(
     t0: u64,
     c: &Connection,
 ) -> std::io::Result<()> {
+    let since_start = c.start_ns.saturating_sub(t0) as f64 / 1e9;
     if a.json {
         let mut v = serde_json::to_value(c).unwrap_or_default();
         v["start_us"] = clock.unix_us(c.start_ns).into();
+        if a.timestamp {
+            // The table's TIME(s) column: seconds since the start, ms kept.
+            v["time_s"] = ((since_start * 1e3).round() / 1e3).into();
+        }
         serde_json::to_writer(&mut *out, &v).map_err(std::io::Error::from)?;
         return out.write_all(b"\n");
     }
     let ts = if a.timestamp {
-        format!("{:<9.3} ", c.start_ns.saturating_sub(t0) as f64 / 1e9)
+        format!("{since_start:<9.3} ")
     } else {
         String::new()
     };

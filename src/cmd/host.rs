@@ -63,6 +63,12 @@ pub struct HostArgs {
     /// Period of the sampling windows (default 1s).
     #[arg(long, value_parser = parse_duration)]
     pub sample_window_every: Option<Duration>,
+    /// How long a timed byte waits for the layers it has not reached
+    /// yet, and a closing window for the bytes it let in, before it is
+    /// given up as slow: counted as `cut` in the reports and --stats
+    /// (default 250ms).
+    #[arg(long, value_parser = parse_duration)]
+    pub hold: Option<Duration>,
     /// Use this hook for a layer instead of the default, e.g.
     /// `dev_tx=tracepoint:net:net_dev_xmit` (repeatable; a layer given
     /// several times takes them in order).
@@ -151,12 +157,33 @@ fn options(a: &HostArgs) -> anyhow::Result<(StackOptions, HostSettings)> {
         o.netns.push(netns_inode(n)?);
     }
     o.tgids.extend(&a.pids);
+    // A scope that can match nothing (a port 0, a process that is not
+    // there) would run and report nothing: say so instead.
+    xdprobe_host::scope::check_scope(&o.ports, &o.tgids)
+        .map_err(|e| anyhow::anyhow!("{}", flag_words(&e.to_string())))?;
     o.empty_programs = a.empty_programs;
     for p in &a.cgroups {
         o.cgroups
             .push(xdprobe_host::scope::cgroup_id(p).with_context(|| "--cgroup".to_owned())?);
     }
     Ok((o, host))
+}
+
+/// A scope error as the command line names things (`--pid`, `--port`).
+fn flag_words(e: &str) -> String {
+    format!("--{e}")
+}
+
+/// Warns of other processes running the same kind of probe (named by
+/// their programs' prefix): both work, but every hook then runs both
+/// programs, twice the cost inside the paths being timed.
+pub(crate) fn warn_other_agents(prefix: &str, what: &str) {
+    for h in xdprobe_host::kernel::agents::others_holding(&[prefix]) {
+        tracing::warn!(
+            "another {what} is running: {h}, holding {}; both observe every hook, each costing the kernel its own program run per packet",
+            h.programs.join(", ")
+        );
+    }
 }
 
 pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
@@ -174,6 +201,7 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_SETUP));
         }
     };
+    warn_other_agents("stack_", "stack-latency agent");
     let mut probe = match StackProbe::start(&kernel, &opts) {
         Ok(p) => p,
         Err(e) if e.is_setup_error() => {
@@ -195,7 +223,11 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    let hold = a.hold.unwrap_or(host.hold);
     let mut mc = xdprobe_host::scope::matcher_config(&host, &opts, attached.clone());
+    if let Some(h) = a.hold {
+        mc.hold_ns = h.as_nanos() as u64;
+    }
     mc.raw_samples = a.samples.is_some();
     // A one-off run reports flows when they end unless asked otherwise.
     mc.report_ns = a.interval.map_or(0, |d| d.as_nanos() as u64);
@@ -228,8 +260,11 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
     let mut write_err = None;
     let mut on_output = |o: Output| match o {
         Output::Report(r) => {
+            // Flushed per report (a flow's end, not per packet): a
+            // report is readable (`tail -f`) when it is made.
             if let Some(w) = json.as_mut()
-                && let Err(e) = output::write_json(w, &r, &clock, &mut comms)
+                && let Err(e) =
+                    output::write_json(w, &r, &clock, &mut comms).and_then(|()| w.flush())
             {
                 write_err.get_or_insert(e);
             }
@@ -293,16 +328,39 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
             "kernel: {:?}\nkernel skipped runs: {} (the programs' recursion_misses)\nmatcher: {:?}\nreports: {}",
             stats.kernel, stats.kernel_skipped, stats.matcher, stats.reports
         );
-        if stats.windows > 0 {
-            eprintln!(
-                "sampling windows: {} ({:.1} % of {:.1} s attached; {} drains cut at {} ms)",
-                stats.windows,
-                100.0 * stats.observed.as_secs_f64() / stats.elapsed.as_secs_f64().max(1e-9),
-                stats.elapsed.as_secs_f64(),
-                stats.drain_cut,
-                agent::MAX_DRAIN.as_millis()
-            );
-        }
+        print_windows(&stats, hold, opts.windows);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--stats`: bytes held out by the hold, and the sampling windows as
+/// measured (the share attached is longer than nominal by the attaching
+/// and the drains), with T8 of the bytes that entered in a window's first
+/// 5 ms against the rest (whether attaching disturbs what it times).
+fn print_windows(stats: &agent::RunStats, hold: Duration, windows: Option<agent::Windows>) {
+    eprintln!(
+        "held out (slower than the hold, {} ms): {} timed bytes",
+        hold.as_millis(),
+        stats.matcher.cut
+    );
+    let (Some(t), Some(w)) = (stats.window, windows) else {
+        return;
+    };
+    let run = stats.elapsed.as_secs_f64().max(1e-9);
+    let pct = |d: Duration| 100.0 * d.as_secs_f64() / run;
+    eprintln!(
+        "sampling windows: {} ({:.1} % of {:.1} s attached, measured: entry open {:.1} %, draining {:.1} %; nominal {:.1} %; {} drains ended at the hold with bytes on their way)",
+        t.windows,
+        pct(t.attached),
+        run,
+        pct(t.entry_open),
+        pct(t.draining),
+        100.0 * w.window.as_secs_f64() / w.every.as_secs_f64(),
+        t.drain_cut
+    );
+    let (e, r) = (&stats.t8_early, &stats.t8_rest);
+    eprintln!(
+        "T8 of bytes entering in a window's first 5 ms: {} samples, p50 {:.1} µs, p90 {:.1} µs; later: {} samples, p50 {:.1} µs, p90 {:.1} µs",
+        e.samples, e.p50_us, e.p90_us, r.samples, r.p50_us, r.p90_us
+    );
 }

@@ -39,7 +39,7 @@ use xdprobe_host::fleet::record::host_record;
 use xdprobe_host::hooks::Layer;
 use xdprobe_host::kernel::Kernel;
 use xdprobe_host::stack::agent::{
-    DRAIN_BATCH, GC_AGE, GC_EVERY, Schedule, WallClock, monotonic_ns,
+    DRAIN_BATCH, GC_AGE, GC_EVERY, Horizon, Schedule, WallClock, monotonic_ns,
 };
 use xdprobe_host::stack::matcher::{FlowReport, MatchCounters, Matcher, RawSample, segment_name};
 use xdprobe_host::stack::output::{self, Comms};
@@ -196,6 +196,15 @@ impl Collector for HostCollector {
         for (seg, hist) in &m.segments {
             hist.encode(&mut h, &[("segment", seg.as_str())])?;
         }
+        let mut g = enc.encode_descriptor(
+            "xdprobe_host_segment_latency_quantile",
+            "Quantiles (0.5, 0.9, 0.99) of the same timed bytes, nearest rank within 0.5 %.",
+            Some(&unit),
+            MetricType::Gauge,
+        )?;
+        for (seg, hist) in &m.segments {
+            hist.encode_quantiles(&mut g, &[("segment", seg.as_str())])?;
+        }
         let mut h = enc.encode_descriptor(
             "xdprobe_host_connect_latency",
             "connect() to ESTABLISHED of this host's outgoing TCP connections.",
@@ -266,6 +275,11 @@ impl Collector for HostCollector {
                 "xdprobe_host_anchors_dropped",
                 "Timed bytes dropped (per-flow bound).",
                 mt.anchors_dropped,
+            ),
+            (
+                "xdprobe_host_held_out",
+                "Timed bytes given up as slow: not at every layer when the hold ran out.",
+                mt.cut,
             ),
             ("xdprobe_host_reports", "Flow reports written.", m.reports),
             (
@@ -406,6 +420,7 @@ impl HostAgent {
             comms: Comms::default(),
             agent: xdprobe_exporter::hostname(),
             pending: Vec::new(),
+            horizon: Horizon::default(),
         };
         let s = stop.clone();
         let thread = std::thread::Builder::new()
@@ -440,6 +455,8 @@ struct Run {
     comms: Comms,
     agent: String,
     pending: Vec<xdprobe_exporter::encode::host::HostRecord>,
+    /// What the matcher has seen of the ring (`agent::Horizon`).
+    horizon: Horizon,
 }
 
 impl Run {
@@ -455,14 +472,17 @@ impl Run {
             let mut n = 0;
             let mut wait = Duration::from_millis(50);
             if let Some((probe, matcher)) = self.probes.stack.as_mut() {
-                let comms = &mut self.comms;
-                n += probe.drain_some(DRAIN_BATCH, |ev| {
+                let (comms, horizon) = (&mut self.comms, &mut self.horizon);
+                let k = probe.drain_some(DRAIN_BATCH, |ev| {
                     // The process may be gone by the time its flow ends.
                     if ev.tgid != 0 {
                         comms.remember(ev.tgid);
                     }
+                    horizon.seen(ev.ts_ns);
                     matcher.on_event(ev)
                 });
+                horizon.drained(k, DRAIN_BATCH);
+                n += k;
                 if let Some(s) = schedule.as_mut() {
                     let next = s.step(probe, matcher);
                     // Between windows: nothing to drain until the next.
@@ -516,7 +536,7 @@ impl Run {
             if finish {
                 matcher.finish(monotonic_ns(), &mut |r| reports.push(r));
             } else {
-                matcher.advance(monotonic_ns(), &mut |r| reports.push(r));
+                matcher.advance(self.horizon.now_ns(), &mut |r| reports.push(r));
             }
             for s in matcher.take_samples() {
                 self.local.observe(&s);

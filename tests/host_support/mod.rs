@@ -158,6 +158,11 @@ impl HostProbe {
         (reports, err)
     }
 
+    /// The probe's process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
@@ -395,6 +400,18 @@ pub fn realtime() {
     // SAFETY: sets this thread's policy; a plain struct passed by pointer.
     let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
     assert_eq!(rc, 0, "SCHED_FIFO: {}", std::io::Error::last_os_error());
+}
+
+/// Waits at most `ms` for `s` to be readable.
+pub fn wait_readable_ms(s: &TcpStream, ms: i32) {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: s.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one valid pollfd with a bounded timeout.
+    unsafe { libc::poll(&mut p, 1, ms) };
 }
 
 fn wait_readable(s: &TcpStream) {

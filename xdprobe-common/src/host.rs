@@ -25,6 +25,11 @@ pub mod names {
     /// ([`super::GATE_ENTRY`], [`super::GATE_REST`]); written by user
     /// space as sampling windows open and close.
     pub const STACK_GATE: &str = "STACK_GATE";
+    /// `Array<u64>` of one: when the send path's entry last opened
+    /// (monotonic ns, written by user space just before it opens the
+    /// gate). A send call entered before it is not paired with a return
+    /// after it: its bytes went partly unwatched.
+    pub const STACK_EPOCH: &str = "STACK_EPOCH";
 
     /// Read-only global [`super::ConnSettings`] of the connect-latency object.
     pub const CONN_SETTINGS: &str = "CONN_SETTINGS";
@@ -108,6 +113,12 @@ pub struct KernelOffsets {
     pub tcb_seq: u32,
     /// `tcp_skb_cb.end_seq` (u32), relative to `sk_buff.cb`.
     pub tcb_end_seq: u32,
+    /// `sock_common.skc_state` (u8): whether the peer's FIN was received.
+    pub sk_state: u32,
+    /// `tcp_sock.rcv_nxt` (u32): with the FIN received, `copied_seq`
+    /// equal to it means the read consumed the FIN, which `copied_seq`
+    /// counts as one byte.
+    pub tp_rcv_nxt: u32,
 }
 
 /// Tracepoint record field offsets (bytes), from tracefs `format` files.
@@ -290,6 +301,8 @@ impl KernelOffsets {
         tp_copied_seq: 0,
         tcb_seq: 0,
         tcb_end_seq: 0,
+        sk_state: 0,
+        tp_rcv_nxt: 0,
     };
 }
 
@@ -388,6 +401,10 @@ pub struct StackCounters {
     pub unsampled: u64,
     /// Observations outside the configured scope.
     pub filtered: u64,
+    /// Send calls that returned inside a sampling window but were entered
+    /// before it opened: not reported (their entry time belongs to bytes
+    /// the probe did not watch all the way).
+    pub stale_entry: u64,
 }
 
 impl StackCounters {
@@ -399,6 +416,7 @@ impl StackCounters {
             read_failed: self.read_failed.wrapping_add(o.read_failed),
             unsampled: self.unsampled.wrapping_add(o.unsampled),
             filtered: self.filtered.wrapping_add(o.filtered),
+            stale_entry: self.stale_entry.wrapping_add(o.stale_entry),
         }
     }
 }
@@ -585,13 +603,13 @@ pub struct SendSlot {
 }
 
 const _: () = assert!(core::mem::size_of::<StackEvent>() == 72);
-const _: () = assert!(core::mem::size_of::<KernelOffsets>() == 24 * 4);
+const _: () = assert!(core::mem::size_of::<KernelOffsets>() == 26 * 4);
 const _: () = assert!(core::mem::size_of::<TpOffsets>() == 27 * 4);
-const _: () = assert!(core::mem::size_of::<StackCounters>() == 6 * 8);
+const _: () = assert!(core::mem::size_of::<StackCounters>() == 7 * 8);
 const _: () = assert!(core::mem::size_of::<SendSlot>() == 32);
 const _: () = assert!(core::mem::size_of::<SockId>() == 44);
 const _: () = assert!(core::mem::size_of::<ConnEvent>() == 8 + 8 + 4 + 4 + 16 + 32 + 8);
 const _: () = assert!(core::mem::size_of::<ConnStart>() == 32);
 const _: () = assert!(core::mem::size_of::<ConnSettings>() == 27 * 4 + 4 + 8 + 4 + 4 + 32 + 8 * 4);
 const _: () =
-    assert!(core::mem::size_of::<StackSettings>() == 96 + 27 * 4 + 24 + 32 + 32 + 32 + 4 + 64 + 8);
+    assert!(core::mem::size_of::<StackSettings>() == 104 + 27 * 4 + 24 + 32 + 32 + 32 + 4 + 64 + 8);

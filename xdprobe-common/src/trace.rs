@@ -329,6 +329,6 @@ const _: () = assert!(core::mem::size_of::<CbpfInsn>() == 8);
 const _: () = assert!(core::mem::size_of::<TraceStep>() == 24);
 const _: () = assert!(core::mem::size_of::<Trail>() == 64 + TRACE_HDR_BYTES + 24 * TRACE_MAX_STEPS);
 const _: () = assert!(
-    core::mem::size_of::<TraceSettings>() == 24 * 4 + 16 + 16 + 32 + 8 + 8 * TRACE_FILTER_MAX
+    core::mem::size_of::<TraceSettings>() == 26 * 4 + 16 + 16 + 32 + 8 + 8 * TRACE_FILTER_MAX
 );
 const _: () = assert!(core::mem::size_of::<TraceCounters>() == 12 * 8);

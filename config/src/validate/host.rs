@@ -79,6 +79,16 @@ impl Validator<'_> {
                 max: Duration::from_secs(60),
             },
         );
+        let hold = self.duration(
+            "host.hold",
+            raw.hold.as_ref(),
+            DurationRule {
+                name: "hold",
+                default: d.hold,
+                min: Duration::from_millis(1),
+                max: Duration::from_secs(60),
+            },
+        );
         if !sample_window.is_zero() && sample_window >= sample_window_every {
             let span = raw.sample_window.as_ref().map_or(0..0, |v| v.span());
             self.invalid(
@@ -193,6 +203,7 @@ impl Validator<'_> {
             sample_interval,
             sample_window,
             sample_window_every,
+            hold,
             layers,
             report_interval,
             idle_timeout,

@@ -91,6 +91,16 @@ fn open(bit: u32) -> bool {
     STACK_GATE.get(0).is_some_and(|g| *g & bit != 0)
 }
 
+/// When the send path's entry last opened (0: since the start). Entries
+/// stamped before it are stale: the call began while nothing watched.
+#[map(name = "STACK_EPOCH")]
+static STACK_EPOCH: Array<u64> = Array::with_max_entries(1, 0);
+
+#[inline(always)]
+fn epoch() -> u64 {
+    STACK_EPOCH.get(0).copied().unwrap_or(0)
+}
+
 /// Socket → its identity, read from the socket once; removed at CLOSE.
 #[map(name = "SOCK_IDS")]
 static SOCK_IDS: HashMap<u64, SockId> = HashMap::with_max_entries(65536, 0);
@@ -103,6 +113,7 @@ enum Count {
     ReadFailed,
     Unsampled,
     Filtered,
+    StaleEntry,
 }
 
 #[inline(always)]
@@ -122,6 +133,7 @@ fn count(c: Count) {
         Count::ReadFailed => p.read_failed += 1,
         Count::Unsampled => p.unsampled += 1,
         Count::Filtered => p.filtered += 1,
+        Count::StaleEntry => p.stale_entry += 1,
     }
 }
 
@@ -491,6 +503,17 @@ pub fn stack_send_length(ctx: TracePointContext) -> u32 {
         slot.entry_ns = 0;
         slot.tcp_sk = 0;
     }
+    // What the slot kept from before the current window opened (a call
+    // whose return fell between windows, when this program was gated)
+    // belongs to another call: never paired with this one.
+    let since = epoch();
+    if entry != 0 && entry < since {
+        count(Count::StaleEntry);
+        entry = 0;
+    }
+    if pending && pts < since {
+        pending = false;
+    }
     let sock = ret > 0;
     if sock && entry == 0 {
         count(Count::NoEntry);
@@ -542,7 +565,12 @@ fn tcp_sendmsg(sk: u64) {
         return;
     };
     if slot.tid == tid {
-        if slot.tcp_sk == sk && slot.tcp_seq != ws && sampled(slot.tcp_seq, ws) {
+        // A batch begun before the window opened was not watched whole.
+        if slot.tcp_sk == sk
+            && slot.tcp_seq != ws
+            && slot.tcp_ts_ns >= epoch()
+            && sampled(slot.tcp_seq, ws)
+        {
             emit_sock(
                 layer::TCP_TX,
                 sk,
@@ -842,8 +870,22 @@ pub fn stack_recv_length(ctx: TracePointContext) -> u32 {
         count(Count::ReadFailed);
         return 0;
     };
-    let seq = copied.wrapping_sub(ret as u32);
-    if !sampled(seq, copied) {
+    // A read that also consumed the peer's FIN: `copied_seq` counts the
+    // FIN as one byte past the data (the FIN was received: CLOSE_WAIT,
+    // LAST_ACK or CLOSING; all of it read: `copied_seq == rcv_nxt`).
+    let mut end = copied;
+    const CLOSE_WAIT: u8 = 8;
+    const LAST_ACK: u8 = 9;
+    const CLOSING: u8 = 11;
+    if matches!(
+        rd::<u8>(sk, setting!(off.sk_state)),
+        Some(CLOSE_WAIT | LAST_ACK | CLOSING)
+    ) && rd::<u32>(sk, setting!(off.tp_rcv_nxt)) == Some(copied)
+    {
+        end = copied.wrapping_sub(1);
+    }
+    let seq = end.wrapping_sub(ret as u32);
+    if !sampled(seq, end) {
         return 0;
     }
     let t = now();
@@ -851,7 +893,7 @@ pub fn stack_recv_length(ctx: TracePointContext) -> u32 {
     if !tgid_ok(tgid) {
         return 0;
     }
-    emit_sock(layer::SOCK_RX, sk, seq, copied, t, tgid, true);
+    emit_sock(layer::SOCK_RX, sk, seq, end, t, tgid, true);
     0
 }
 
@@ -874,6 +916,11 @@ pub fn stack_set_state(ctx: TracePointContext) -> u32 {
         layer: layer::CLOSE,
         ..StackEvent::default()
     };
+    // The socket's namespace: a probe scoped by namespace (an agent
+    // watching its own host on a shared kernel) must see its closes.
+    if let Some(net) = rd::<u64>(sk, setting!(off.sk_net)) {
+        ev.netns = net_inum(net);
+    }
     if let Some(id) = state_identity(&ctx, &tp) {
         (ev.family, ev.saddr, ev.daddr, ev.sport, ev.dport) =
             (id.family, id.saddr, id.daddr, id.sport, id.dport);

@@ -16,6 +16,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::fleet::manager::AgentView;
 use crate::stack::matcher::{RawSample, segment_name};
+use crate::stack::quantiles::LogBuckets;
 
 /// Upper bounds of the latency buckets, seconds: 1 µs to 1 s, 1-2-5 steps
 /// (host segments are µs, the network ms).
@@ -24,14 +25,20 @@ pub const BUCKETS_S: [f64; 19] = [
     0.2, 0.5, 1.0,
 ];
 
-/// A cumulative histogram with fixed buckets.
+/// A cumulative histogram with fixed buckets, and the same samples'
+/// quantiles within 0.5 % of their value (`stack::quantiles`): the fixed
+/// buckets are a factor of 2–2.5 wide, too coarse to read a p50 from.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Histogram {
     /// Per bucket (not cumulative); the last slot is +Inf.
     counts: [u64; BUCKETS_S.len() + 1],
     sum_s: f64,
     count: u64,
+    fine: LogBuckets,
 }
+
+/// The quantiles exported beside each histogram.
+pub const QUANTILES: [f64; 3] = [0.5, 0.9, 0.99];
 
 impl Histogram {
     pub fn observe_ns(&mut self, ns: u64) {
@@ -40,6 +47,31 @@ impl Histogram {
         self.counts[i] += 1;
         self.sum_s += s;
         self.count += 1;
+        self.fine.add(ns);
+    }
+
+    /// The `q` quantile in seconds (nearest rank, within 0.5 %).
+    pub fn quantile_s(&self, q: f64) -> Option<f64> {
+        self.fine.quantile(q).map(|ns| ns / 1e9)
+    }
+
+    /// This histogram's [`QUANTILES`] as gauges of family `fam` with
+    /// `labels` and `quantile`.
+    pub fn encode_quantiles(
+        &self,
+        fam: &mut prometheus_client::encoding::MetricEncoder<'_>,
+        labels: &[(&str, &str)],
+    ) -> Result<(), std::fmt::Error> {
+        for q in QUANTILES {
+            let Some(v) = self.quantile_s(q) else {
+                continue;
+            };
+            let qs = q.to_string();
+            let mut l = labels.to_vec();
+            l.push(("quantile", qs.as_str()));
+            ConstGauge::new(v).encode(fam.encode_family(&l)?)?;
+        }
+        Ok(())
     }
 
     pub fn count(&self) -> u64 {
@@ -131,6 +163,15 @@ impl ManagerMetrics {
         )?;
         for (seg, hist) in &self.segments {
             hist.encode(&mut h, &[("segment", seg.as_str())])?;
+        }
+        let mut g = enc.encode_descriptor(
+            "xdprobe_manager_segment_latency_quantile",
+            "Quantiles (0.5, 0.9, 0.99) of the same timed bytes, nearest rank within 0.5 %.",
+            Some(&prometheus_client::registry::Unit::Seconds),
+            MetricType::Gauge,
+        )?;
+        for (seg, hist) in &self.segments {
+            hist.encode_quantiles(&mut g, &[("segment", seg.as_str())])?;
         }
         type Field = fn(&AgentView) -> Option<f64>;
         let gauges: [(&str, &str, Field); 5] = [
@@ -325,5 +366,12 @@ mod tests {
         );
         assert_eq!(line(&format!("{h}_count{{segment=\"T8\"}}")), "3");
         assert!(text.contains("# TYPE xdprobe_manager_segment_latency_seconds histogram"));
+        // The quantiles beside it, from the same samples.
+        let q = "xdprobe_manager_segment_latency_quantile_seconds";
+        let p50: f64 = line(&format!("{q}{{segment=\"T8\",quantile=\"0.5\"}}"))
+            .parse()
+            .unwrap();
+        let want = m.segments["T8"].quantile_s(0.5).unwrap();
+        assert!((p50 - want).abs() <= 1e-12, "{p50} vs {want}");
     }
 }

@@ -3,6 +3,7 @@
 //! its tracepoints (tracefs), its function symbols (kallsyms) and which
 //! program kinds it accepts.
 
+pub mod agents;
 pub mod btf;
 pub mod kallsyms;
 pub mod offsets;

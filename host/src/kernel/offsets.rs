@@ -74,6 +74,8 @@ pub fn kernel_offsets(btf: &Btf) -> Result<KernelOffsets, OffsetError> {
         tp_copied_seq: member(btf, "tcp_sock", "copied_seq", 4)?,
         tcb_seq: member(btf, "tcp_skb_cb", "seq", 4)?,
         tcb_end_seq: member(btf, "tcp_skb_cb", "end_seq", 4)?,
+        sk_state: member(btf, "sock", "__sk_common.skc_state", 1)?,
+        tp_rcv_nxt: member(btf, "tcp_sock", "rcv_nxt", 4)?,
     };
     if o.skb_data != o.skb_head + 8 {
         return Err(OffsetError::NotAdjacent(

@@ -14,6 +14,17 @@ pub enum TracefsError {
         "tracefs is not mounted (tried /sys/kernel/tracing and /sys/kernel/debug/tracing); as root: mount -t tracefs tracefs /sys/kernel/tracing"
     )]
     NotMounted,
+    #[error(
+        "tracefs is mounted at {path} but this user may not read it (permission denied; it is root's, mode {mode:o}): run as root"
+    )]
+    NoAccess { path: String, mode: u32 },
+    #[error(
+        "tracefs is not mounted (tried /sys/kernel/tracing and /sys/kernel/debug/tracing) and this user may not mount it ({source}): run as root, or as root: mount -t tracefs tracefs /sys/kernel/tracing"
+    )]
+    CannotMount {
+        #[source]
+        source: std::io::Error,
+    },
     #[error("this kernel has no tracepoint {0}")]
     NoEvent(String),
     #[error("tracepoint {event} has no field {field}")]
@@ -100,10 +111,31 @@ impl Tracefs {
     /// Finds tracefs; as root, mounts it at `/sys/kernel/tracing` when it
     /// is not mounted yet (a freshly booted minimal system often has none).
     pub fn open() -> Result<Tracefs, TracefsError> {
-        for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
-            if Path::new(p).join("events").is_dir() {
-                return Ok(Tracefs { root: p.into() });
+        const PLACES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+        for p in PLACES {
+            match std::fs::metadata(Path::new(p).join("events")) {
+                Ok(m) if m.is_dir() => return Ok(Tracefs { root: p.into() }),
+                Ok(_) => {}
+                // Mounted, but only root may enter it (mode 0700): saying
+                // "not mounted" would send the user the wrong way.
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    use std::os::unix::fs::PermissionsExt;
+                    let mode = std::fs::metadata(p).map_or(0, |m| m.permissions().mode() & 0o7777);
+                    return Err(TracefsError::NoAccess {
+                        path: p.to_owned(),
+                        mode,
+                    });
+                }
+                Err(_) => {}
             }
+        }
+        if let Some(p) = mounted_at().filter(|p| PLACES.contains(&p.as_str())) {
+            // Mounted where we looked, yet `events` was not there to see.
+            let mode = {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::metadata(&p).map_or(0, |m| m.permissions().mode() & 0o7777)
+            };
+            return Err(TracefsError::NoAccess { path: p, mode });
         }
         let target = c"/sys/kernel/tracing";
         // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
@@ -120,6 +152,10 @@ impl Tracefs {
             return Ok(Tracefs {
                 root: "/sys/kernel/tracing".into(),
             });
+        }
+        let e = std::io::Error::last_os_error();
+        if rc != 0 && matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
+            return Err(TracefsError::CannotMount { source: e });
         }
         Err(TracefsError::NotMounted)
     }
@@ -276,6 +312,16 @@ fn field_name(decl: &str) -> Option<String> {
     } else {
         Some(name.to_owned())
     }
+}
+
+/// Where `/proc/self/mounts` says a tracefs is mounted (the first one).
+fn mounted_at() -> Option<String> {
+    let m = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    m.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (_, at, kind) = (f.next()?, f.next()?, f.next()?);
+        (kind == "tracefs").then(|| at.to_owned())
+    })
 }
 
 #[cfg(test)]

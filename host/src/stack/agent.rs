@@ -10,6 +10,8 @@ use xdprobe_common::host::{StackCounters, StackEvent};
 
 use crate::stack::matcher::{FlowReport, MatchCounters, Matcher, RawSample};
 use crate::stack::probe::StackProbe;
+use crate::stack::stats::Summary;
+pub use crate::stack::windows::{Schedule, WindowTotals, Windows};
 
 /// How often, and past what age, the kernel's per-thread and per-socket
 /// entries are collected (a send call that blocks longer loses its
@@ -58,167 +60,26 @@ impl WallClock {
     }
 }
 
-/// Time sampling: the layer programs are attached for `window` out of
-/// every `every`, and detached in between, so that between windows the
-/// probe costs the kernel nothing per packet (not even the empty
-/// program's dispatch a byte-grid filter pays on every skb).
-///
-/// A window opens by attaching the layers from the receiving socket back
-/// to the send path's entry, so every byte it lets in meets every layer;
-/// it closes the entry first and the rest only once the bytes let in
-/// have passed them all (at most [`MAX_DRAIN`]), so slow bytes are not
-/// the ones a window cuts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Windows {
-    pub window: Duration,
-    pub every: Duration,
-}
-
 /// Events handed to the matcher between two looks at the clock (the
 /// window schedule, reports): a ring that fills as fast as it is read
 /// must not keep the loop from them.
 pub const DRAIN_BATCH: usize = 4096;
 
-/// The longest a closing window waits for bytes still on their way (the
-/// matcher's default hold: the same bound on a late layer).
-pub const MAX_DRAIN: Duration = Duration::from_millis(250);
-
-/// Where the window schedule is.
-#[derive(Clone, Copy, Debug)]
-enum Phase {
-    /// Every layer attached until `until`.
-    Open { since: Instant, until: Instant },
-    /// Entry closed at `closed_ns` (monotonic); the rest until nothing
-    /// let in before is pending, or `deadline`.
-    Draining {
-        since: Instant,
-        closed_ns: u64,
-        deadline: Instant,
-    },
-    /// Nothing attached until `until`.
-    Closed { until: Instant },
-}
-
-/// The window schedule and its bookkeeping: stepped by whatever loop
-/// drains the probe (`run_with` here, the daemon's host thread).
-pub struct Schedule {
-    w: Windows,
-    phase: Phase,
-    /// Start of the current period.
-    period_start: Instant,
-    windows: u64,
-    observed: Duration,
-    /// Windows that hit [`MAX_DRAIN`] with bytes still pending.
-    drain_cut: u64,
-}
-
-impl Schedule {
-    /// The probe has just attached: the first window is open.
-    pub fn new(w: Windows, now: Instant) -> Schedule {
-        Schedule {
-            w,
-            phase: Phase::Open {
-                since: now,
-                until: now + w.window,
-            },
-            period_start: now,
-            windows: 1,
-            observed: Duration::ZERO,
-            drain_cut: 0,
-        }
-    }
-
-    /// Moves the schedule on; returns how long the loop may wait for
-    /// events before it must look again.
-    pub fn step(&mut self, probe: &mut StackProbe, matcher: &mut Matcher) -> Duration {
-        let now = Instant::now();
-        match self.phase {
-            Phase::Open { since, until } if now >= until => {
-                probe.close_entry();
-                let closed_ns = monotonic_ns();
-                matcher.window_closing(closed_ns);
-                let room = self.w.every.saturating_sub(self.w.window);
-                self.phase = Phase::Draining {
-                    since,
-                    closed_ns,
-                    deadline: now + room.min(MAX_DRAIN),
-                };
-                Duration::from_millis(1)
-            }
-            Phase::Open { until, .. } => until - now,
-            Phase::Draining {
-                since,
-                closed_ns,
-                deadline,
-            } => {
-                matcher.settle(monotonic_ns());
-                let pending = matcher.pending_before(closed_ns);
-                if pending && now < deadline {
-                    return Duration::from_millis(2);
-                }
-                if pending {
-                    self.drain_cut += 1;
-                }
-                probe.close_window();
-                matcher.window_closed();
-                self.observed += now - since;
-                let next = (self.period_start + self.w.every).max(now);
-                self.phase = Phase::Closed { until: next };
-                next - now
-            }
-            Phase::Closed { until } if now >= until => {
-                match probe.open_window() {
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "opening a sampling window"),
-                }
-                matcher.window_opened(monotonic_ns());
-                self.windows += 1;
-                self.period_start = until;
-                self.phase = Phase::Open {
-                    since: now,
-                    until: now + self.w.window,
-                };
-                self.w.window
-            }
-            Phase::Closed { until } => until - now,
-        }
-    }
-
-    /// Between windows: nothing attached.
-    pub fn is_closed(&self) -> bool {
-        matches!(self.phase, Phase::Closed { .. })
-    }
-
-    /// Windows opened, time attached (the current window up to now) and
-    /// drains cut at [`MAX_DRAIN`].
-    pub fn totals(&self) -> (u64, Duration, u64) {
-        let open = match self.phase {
-            Phase::Open { since, .. } | Phase::Draining { since, .. } => since.elapsed(),
-            Phase::Closed { .. } => Duration::ZERO,
-        };
-        (self.windows, self.observed + open, self.drain_cut)
-    }
-
-    fn finish(&mut self) {
-        let now = Instant::now();
-        match self.phase {
-            Phase::Open { since, .. } | Phase::Draining { since, .. } => {
-                self.observed += now - since;
-            }
-            Phase::Closed { .. } => {}
-        }
-    }
-}
-
 /// What the loop did, for the end-of-run summary.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct RunStats {
     /// Sampling windows opened (0 without time sampling) and how long the
-    /// layer programs were attached in all; windows whose drain hit
-    /// [`MAX_DRAIN`] with bytes still on their way.
+    /// layer programs were attached in all; windows whose drain hit the
+    /// hold with bytes still on their way.
     pub windows: u64,
     pub observed: Duration,
     pub drain_cut: u64,
+    /// The windows as measured (`None` without time sampling).
+    pub window: Option<WindowTotals>,
+    /// T8 of bytes that entered within [`crate::stack::matcher::EARLY_NS`] of a window's opening
+    /// and of the others (`Matcher::window_latency`).
+    pub t8_early: Summary,
+    pub t8_rest: Summary,
     pub elapsed: Duration,
     pub kernel: StackCounters,
     /// Program runs the kernel skipped (`StackProbe::kernel_skipped`).
@@ -278,18 +139,21 @@ pub fn run_with(
     let mut last_gc = Instant::now();
     matcher.window_opened(monotonic_ns());
     let mut schedule = probe.windows.map(|w| Schedule::new(w, started));
+    let mut horizon = Horizon::default();
     loop {
         let deadline_hit = duration.is_some_and(|d| started.elapsed() >= d);
         if stop.load(Ordering::Relaxed) || deadline_hit {
             break;
         }
         let n = probe.drain_some(DRAIN_BATCH, |ev| {
+            horizon.seen(ev.ts_ns);
             matcher.on_event(ev);
             tap.event(ev);
         });
+        horizon.drained(n, DRAIN_BATCH);
         if last_advance.elapsed() >= Duration::from_millis(50) {
             tap.tick(&probe.counters());
-            matcher.advance(monotonic_ns(), &mut |r| emit(r, out));
+            matcher.advance(horizon.now_ns(), &mut |r| emit(r, out));
             let raw = matcher.take_samples();
             if !raw.is_empty() {
                 out(Output::Samples(raw));
@@ -330,18 +194,56 @@ pub fn run_with(
     if !raw.is_empty() {
         out(Output::Samples(raw));
     }
-    let (windows, observed, drain_cut) = schedule.map_or((0, started.elapsed(), 0), |s| {
+    let (windows, observed, drain_cut) = schedule.as_ref().map_or((0, started.elapsed(), 0), |s| {
         (s.windows, s.observed, s.drain_cut)
     });
+    let (t8_early, t8_rest) = matcher.window_latency();
     RunStats {
         windows,
         observed,
         drain_cut,
+        window: schedule.as_ref().map(Schedule::measured),
+        t8_early,
+        t8_rest,
         elapsed: started.elapsed(),
         kernel: probe.counters(),
         kernel_skipped: probe.kernel_skipped(),
         matcher: matcher.counters(),
         reports,
+    }
+}
+
+/// The time up to which the matcher has seen every event, for
+/// [`Matcher::advance`]: now, once the ring buffer is read empty; while
+/// the agent is behind it (a full batch read, more waiting), the newest
+/// event read. Judged by the wall clock while behind, bytes whose later
+/// layers' events still waited in the ring looked older than the hold: a
+/// bulk flow behind a debug build's agent (0.6-2.8 s behind) had 30,000
+/// of its 61,000 timed bytes given up as slow though none took 90 ms.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Horizon {
+    newest_ns: u64,
+    behind: bool,
+}
+
+impl Horizon {
+    /// An event was read.
+    pub fn seen(&mut self, ts_ns: u64) {
+        self.newest_ns = self.newest_ns.max(ts_ns);
+    }
+
+    /// A drain read `n` events of at most `max`.
+    pub fn drained(&mut self, n: usize, max: usize) {
+        self.behind = n >= max;
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        let now = monotonic_ns();
+        if self.behind && self.newest_ns > 0 {
+            self.newest_ns.min(now)
+        } else {
+            now
+        }
     }
 }
 

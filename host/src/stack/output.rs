@@ -119,6 +119,8 @@ struct JsonReport<'a> {
     incomplete: u64,
     /// Cut by the observation's edges (`FlowReport::edge`).
     edge: u64,
+    /// Held out as slower than the hold (`FlowReport::cut`).
+    cut: u64,
     skipped: u64,
 }
 
@@ -159,6 +161,7 @@ pub fn to_json(r: &FlowReport, clock: &WallClock, comms: &mut Comms) -> serde_js
         complete: r.complete,
         incomplete: r.incomplete,
         edge: r.edge,
+        cut: r.cut,
         skipped: r.skipped,
     };
     serde_json::to_value(j).unwrap_or_default()
@@ -213,12 +216,76 @@ pub fn write_table(w: &mut dyn Write, reports: &[FlowReport]) -> io::Result<()> 
         let t8 = r.t8.map_or("-".to_owned(), |t| format!("{:.1}", t.p50_us));
         writeln!(w, " {t8:>9}")?;
     }
-    Ok(())
+    write_held_out(w, reports)
+}
+
+/// Under the table, when the hold gave up on bytes: the figures above
+/// leave out the slowest bytes, and a reader of the table alone would not
+/// know (the JSON's `cut` says it per flow).
+fn write_held_out(w: &mut dyn Write, reports: &[FlowReport]) -> io::Result<()> {
+    let flows = reports.iter().filter(|r| r.cut > 0).count();
+    if flows == 0 {
+        return Ok(());
+    }
+    let cut: u64 = reports.iter().map(|r| r.cut).sum();
+    let timed: u64 = reports.iter().map(|r| r.complete + r.cut).sum();
+    writeln!(
+        w,
+        "held out: {cut} of {timed} timed bytes in {flows} flow(s) were slower than the hold and are not in these figures (raise --hold)"
+    )
 }
 
 fn sock(a: std::net::IpAddr, p: u16) -> String {
     match a {
         std::net::IpAddr::V4(a) => format!("{a}:{p}"),
         std::net::IpAddr::V6(a) => format!("[{a}]:{p}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::matcher::FlowKey;
+
+    fn report(complete: u64, cut: u64) -> FlowReport {
+        FlowReport {
+            key: FlowKey {
+                src: [192, 0, 2, 1].into(),
+                sport: 40000,
+                dst: [192, 0, 2, 2].into(),
+                dport: 5201,
+            },
+            start_ns: 0,
+            end_ns: 1,
+            end_reason: EndReason::End,
+            record_seq: 0,
+            sender: None,
+            receiver: None,
+            layers: Vec::new(),
+            segments: Vec::new(),
+            t8: None,
+            complete,
+            incomplete: 0,
+            skipped: 0,
+            thinned: 0,
+            edge: 0,
+            cut,
+        }
+    }
+
+    fn table(reports: &[FlowReport]) -> String {
+        let mut out = Vec::new();
+        write_table(&mut out, reports).expect("write to a Vec");
+        String::from_utf8(out).expect("UTF-8")
+    }
+
+    #[test]
+    fn the_table_says_when_slow_bytes_are_left_out() {
+        let t = table(&[report(900, 0), report(90, 10)]);
+        assert!(
+            t.contains("held out: 10 of 1000 timed bytes in 1 flow(s)"),
+            "{t}"
+        );
+        assert!(!table(&[report(900, 0)]).contains("held out"));
     }
 }

@@ -13,21 +13,18 @@ use std::os::fd::{AsRawFd, RawFd};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, MapData, PerCpuArray, RingBuf},
-    programs::{
-        BtfTracePoint, FEntry, KProbe, ProgramError, RawTracePoint, TracePoint, fentry::FEntryLink,
-        kprobe::KProbeLink, raw_trace_point::RawTracePointLink, tp_btf::BtfTracePointLink,
-        trace_point::TracePointLink,
-    },
+    programs::ProgramError,
 };
-use xdprobe_common::host::{
-    DEV_RX_HOOKS, GATE_ENTRY, GATE_REST, STACK_FILTER_CGROUP, STACK_FILTER_NETNS,
-    STACK_FILTER_PORT, STACK_FILTER_TGID, STACK_MAX_CGROUPS, STACK_MAX_NETNS, STACK_MAX_PORTS,
-    STACK_MAX_TGIDS, SendSlot, StackCounters, StackEvent, StackSettings, names,
-};
+use xdprobe_common::host::{GATE_ENTRY, GATE_REST, SendSlot, StackCounters, StackEvent, names};
 
-use crate::hooks::{CLOSE_EVENT, Hook, Kind, Layer, Policy, SEND_ENTRY_EVENTS};
+use crate::hooks::{CLOSE_EVENT, Hook, Kind, Layer, SEND_ENTRY_EVENTS};
 use crate::kernel::{Kernel, offsets};
 use crate::object;
+pub use crate::stack::hookset::LayerHooks;
+use crate::stack::hookset::{program_name, resolve, settings};
+use crate::stack::links::{
+    Attachment, Closer, Link, attach_btf, attach_function, attach_tcp_tx, attach_tracepoint,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
@@ -104,16 +101,6 @@ pub struct StackOptions {
     pub empty_programs: bool,
 }
 
-/// A layer's chosen hooks.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LayerHooks {
-    pub layer: Layer,
-    pub hooks: Vec<Hook>,
-    /// Per hook, the classic tracepoint to attach instead if the kernel
-    /// refuses the BTF-typed default chosen for it.
-    pub fallback: Vec<Option<Hook>>,
-}
-
 /// The attached probe.
 pub struct StackProbe {
     // The maps hold their own fds: drop order does not matter.
@@ -133,602 +120,14 @@ pub struct StackProbe {
     /// Which programs may observe ([`GATE_ENTRY`], [`GATE_REST`]);
     /// `None` for the empty programs.
     gate: Option<Array<MapData, u32>>,
+    /// When the send path's entry last opened (`names::STACK_EPOCH`):
+    /// the programs pair no send call entered before it. `None` for the
+    /// empty programs.
+    epoch: Option<Array<MapData, u64>>,
     /// The sampling windows the agent keeps (from the options).
     pub windows: Option<crate::stack::agent::Windows>,
     closer: Closer,
     ebpf: Ebpf,
-}
-
-/// Layers' hooks after checking them against the kernel.
-fn resolve(kernel: &Kernel, opts: &StackOptions) -> Result<Vec<LayerHooks>, ProbeError> {
-    let wanted: Vec<Layer> = if opts.layers.is_empty() {
-        Layer::ALL.to_vec()
-    } else {
-        opts.layers.clone()
-    };
-    let mut out = Vec::new();
-    for layer in wanted {
-        let (hooks, explicit) = match opts.hooks.get(&layer) {
-            Some(h) => (h.clone(), true),
-            None => (layer.default_hooks(), false),
-        };
-        if explicit && hooks.len() > layer.max_hooks() && layer.policy() == Policy::Any {
-            return Err(ProbeError::TooManyHooks {
-                layer: layer.key(),
-                max: layer.max_hooks(),
-            });
-        }
-        let mut ok = Vec::new();
-        let mut fallback = Vec::new();
-        for h in hooks {
-            // Defaults on the skb layers: the BTF-typed twin where this
-            // kernel has it. It is cheaper per event (direct skb loads),
-            // and the kernel skips a classic tracepoint program whenever
-            // another BPF program or a map system call is running on that
-            // CPU (`bpf_prog_active`): 1.2 % of the runs in a 2 Gbit/s
-            // iperf3 test here, whole packets at once (the same count at
-            // IP_TX, DEV_TX and DEV_RX); a BTF-typed one only when it
-            // interrupts itself. `tcp:tcp_probe` (the TCP receive layer)
-            // has a BTF-typed twin too.
-            let twin = (!explicit && (layer.skb_slot(0).is_some() || layer == Layer::TcpRx))
-                .then(|| h.btf_twin())
-                .flatten()
-                .filter(|t| check_hook(kernel, layer, t).is_ok());
-            if let Some(t) = twin {
-                if check_hook(kernel, layer, &h).is_ok() {
-                    fallback.push(Some(h));
-                } else {
-                    fallback.push(None);
-                }
-                ok.push(t);
-                continue;
-            }
-            match check_hook(kernel, layer, &h) {
-                Ok(()) => {
-                    ok.push(h);
-                    fallback.push(None);
-                }
-                Err(reason) if explicit => {
-                    return Err(ProbeError::Hook {
-                        layer: layer.key(),
-                        hook: h.to_string(),
-                        reason,
-                    });
-                }
-                Err(reason) => {
-                    tracing::debug!(layer = layer.key(), hook = %h, %reason, "default hook not available");
-                }
-            }
-        }
-        if layer.policy() == Policy::Any {
-            ok.truncate(layer.max_hooks());
-            fallback.truncate(layer.max_hooks());
-        }
-        if !ok.is_empty() {
-            out.push(LayerHooks {
-                layer,
-                hooks: ok,
-                fallback,
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// Why `hook` cannot observe `layer` on this kernel, if it cannot.
-fn check_hook(kernel: &Kernel, layer: Layer, hook: &Hook) -> Result<(), String> {
-    if !layer.kinds().contains(&hook.kind) {
-        let kinds: Vec<_> = layer.kinds().iter().map(|k| k.as_str()).collect();
-        return Err(format!(
-            "this layer's program is written for {} hooks",
-            kinds.join(", ")
-        ));
-    }
-    if let Some(fixed) = layer.fixed_event() {
-        let name = fixed.split_once(':').map_or(fixed, |(_, n)| n);
-        let target = match hook.kind {
-            Kind::Tracepoint => hook.target.as_str(),
-            _ => hook.tp_name(),
-        };
-        if target != fixed && target != name {
-            return Err(format!("this layer reads fields only {fixed} has"));
-        }
-    }
-    match hook.kind {
-        Kind::Tracepoint => {
-            let f = kernel
-                .tracefs
-                .format(&hook.target)
-                .map_err(|e| e.to_string())?;
-            if layer.fixed_event().is_none() && f.skb_field().is_none() {
-                return Err("the tracepoint carries no skbaddr".to_owned());
-            }
-            Ok(())
-        }
-        Kind::TpBtf | Kind::RawTp => {
-            let args = kernel
-                .btf
-                .tracepoint_args(hook.tp_name())
-                .ok_or_else(|| format!("this kernel has no tracepoint {}", hook.tp_name()))?;
-            let want = if layer == Layer::TcpTx || layer == Layer::TcpRx {
-                "struct sock *"
-            } else {
-                "struct sk_buff *"
-            };
-            if args.first().map(String::as_str) != Some(want) {
-                return Err(format!(
-                    "its first argument is {:?}, not {want}",
-                    args.first()
-                ));
-            }
-            Ok(())
-        }
-        Kind::Kprobe | Kind::Fentry => {
-            if hook.kind == Kind::Kprobe && !kernel.has_kprobes() {
-                return Err("this kernel has no kprobes (no kprobe event source)".to_owned());
-            }
-            skb_arg(kernel, &hook.target).map(|_| ())
-        }
-    }
-}
-
-/// Which argument of kernel function `name` is the `struct sk_buff *`.
-fn skb_arg(kernel: &Kernel, name: &str) -> Result<u8, String> {
-    let args = kernel
-        .btf
-        .func_args(name)
-        .ok_or_else(|| format!("the kernel's BTF has no function {name}"))?;
-    args.iter()
-        .position(|a| a == "struct sk_buff *")
-        .filter(|&i| i < 5)
-        .map(|i| i as u8)
-        .ok_or_else(|| format!("{name} takes no struct sk_buff * among its first five arguments"))
-}
-
-/// The program that observes `layer` through its `slot`-th hook.
-fn program_name(layer: Layer, kind: Kind, slot: usize) -> &'static str {
-    let s = slot.min(2);
-    match (layer, kind) {
-        (Layer::IpTx, Kind::TpBtf) => "stack_bt_ip_tx",
-        (Layer::DevTx, Kind::TpBtf) => "stack_bt_dev_tx",
-        (Layer::DevRx, Kind::TpBtf) => {
-            ["stack_bt_dev_rx0", "stack_bt_dev_rx1", "stack_bt_dev_rx2"][s]
-        }
-        (Layer::IpRx, Kind::TpBtf) => "stack_bt_ip_rx",
-        (Layer::IpTx, Kind::Kprobe) => "stack_kp_ip_tx",
-        (Layer::IpTx, Kind::Fentry) => "stack_fe_ip_tx",
-        (Layer::DevTx, Kind::Kprobe) => "stack_kp_dev_tx",
-        (Layer::DevTx, Kind::Fentry) => "stack_fe_dev_tx",
-        (Layer::DevRx, Kind::Kprobe) => {
-            ["stack_kp_dev_rx0", "stack_kp_dev_rx1", "stack_kp_dev_rx2"][s]
-        }
-        (Layer::DevRx, Kind::Fentry) => {
-            ["stack_fe_dev_rx0", "stack_fe_dev_rx1", "stack_fe_dev_rx2"][s]
-        }
-        (Layer::IpRx, Kind::Kprobe) => "stack_kp_ip_rx",
-        (Layer::IpRx, Kind::Fentry) => "stack_fe_ip_rx",
-        (Layer::SockTx, _) => "stack_send_length",
-        (Layer::TcpTx, Kind::TpBtf) => "stack_tcp_sendmsg_btf",
-        (Layer::TcpTx, _) => "stack_tcp_sendmsg_raw",
-        (Layer::IpTx, _) => "stack_ip_tx",
-        (Layer::DevTx, _) => "stack_dev_tx",
-        (Layer::DevRx, _) => ["stack_dev_rx0", "stack_dev_rx1", "stack_dev_rx2"][slot.min(2)],
-        (Layer::IpRx, _) => "stack_ip_rx",
-        (Layer::TcpRx, Kind::TpBtf) => "stack_tcp_probe_btf",
-        (Layer::TcpRx, _) => "stack_tcp_probe",
-        (Layer::SockRx, _) => "stack_recv_length",
-    }
-}
-
-fn settings(
-    kernel: &Kernel,
-    layers: &[LayerHooks],
-    opts: &StackOptions,
-) -> Result<StackSettings, ProbeError> {
-    let mut needed: Vec<&str> = vec![CLOSE_EVENT];
-    for l in layers {
-        match l.layer {
-            Layer::SockTx => needed.push("sock:sock_send_length"),
-            Layer::TcpRx => needed.push("tcp:tcp_probe"),
-            Layer::SockRx => needed.push("sock:sock_recv_length"),
-            _ => {}
-        }
-    }
-    let mut tp = offsets::stack_tp_offsets(&kernel.tracefs, &needed)?;
-    let skb_off = |h: &Hook| -> Result<u32, ProbeError> {
-        let f = kernel
-            .tracefs
-            .format(&h.target)
-            .map_err(offsets::OffsetError::from)?;
-        Ok(
-            f.offset(f.skb_field().map_or("skbaddr", |f| f.name.as_str()), 8)
-                .map_err(offsets::OffsetError::from)?,
-        )
-    };
-    let mut skb_args = [0u8; 8];
-    for l in layers {
-        for (i, h) in l.hooks.iter().take(l.layer.max_hooks()).enumerate() {
-            let Some(slot) = l.layer.skb_slot(i) else {
-                continue;
-            };
-            // A BTF-typed hook takes the skb as its first argument; the
-            // record offset is for its classic fallback, if any.
-            let h = match (h.kind, l.fallback.get(i).and_then(Option::as_ref)) {
-                (Kind::TpBtf, Some(classic)) => classic,
-                (Kind::TpBtf, None) => continue,
-                _ => h,
-            };
-            if h.kind != Kind::Tracepoint {
-                skb_args[slot] = skb_arg(kernel, &h.target).map_err(|reason| ProbeError::Hook {
-                    layer: l.layer.key(),
-                    hook: h.to_string(),
-                    reason,
-                })?;
-                continue;
-            }
-            let off = skb_off(h)?;
-            match l.layer {
-                Layer::IpTx => tp.ip_tx_skb = off,
-                Layer::DevTx => tp.dev_tx_skb = off,
-                Layer::IpRx => tp.ip_rx_skb = off,
-                Layer::DevRx => tp.dev_rx_skb[i.min(DEV_RX_HOOKS - 1)] = off,
-                _ => {}
-            }
-        }
-    }
-    let mut s = StackSettings {
-        off: offsets::kernel_offsets(&kernel.btf)?,
-        tp,
-        sample_bytes: opts.sample_bytes,
-        skb_arg: skb_args,
-        ..StackSettings::ZERO
-    };
-    fill(&mut s.ports, &opts.ports, "ports", STACK_MAX_PORTS)?;
-    fill(
-        &mut s.netns,
-        &opts.netns,
-        "network namespaces",
-        STACK_MAX_NETNS,
-    )?;
-    fill(&mut s.tgids, &opts.tgids, "processes", STACK_MAX_TGIDS)?;
-    fill(&mut s.cgroups, &opts.cgroups, "cgroups", STACK_MAX_CGROUPS)?;
-    s.n_cgroups = opts.cgroups.len() as u32;
-    if !opts.cgroups.is_empty() {
-        s.flags |= STACK_FILTER_CGROUP;
-    }
-    s.n_ports = opts.ports.len() as u32;
-    s.n_netns = opts.netns.len() as u32;
-    s.n_tgids = opts.tgids.len() as u32;
-    if !opts.ports.is_empty() {
-        s.flags |= STACK_FILTER_PORT;
-    }
-    if !opts.netns.is_empty() {
-        s.flags |= STACK_FILTER_NETNS;
-    }
-    if !opts.tgids.is_empty() {
-        s.flags |= STACK_FILTER_TGID;
-    }
-    Ok(s)
-}
-
-fn fill<T: Copy>(
-    dst: &mut [T],
-    src: &[T],
-    what: &'static str,
-    max: usize,
-) -> Result<(), ProbeError> {
-    if src.len() > max {
-        return Err(ProbeError::FilterTooLong { what, max });
-    }
-    dst[..src.len()].copy_from_slice(src);
-    Ok(())
-}
-
-/// How a layer program was attached: enough to attach it again after a
-/// sampling window closed (the program stays loaded in between).
-#[derive(Clone, Debug)]
-enum How {
-    /// A classic tracepoint, `category:name`.
-    Tracepoint(String),
-    Btf,
-    /// A raw tracepoint by name.
-    Raw(String),
-    /// A kprobe on this function.
-    Kprobe(String),
-    Fentry,
-}
-
-/// An attached program's link, owned here: dropping it detaches.
-#[derive(Debug)]
-#[expect(
-    dead_code,
-    reason = "each link is held for its Drop, which detaches it"
-)]
-enum Link {
-    Tp(TracePointLink),
-    Btf(BtfTracePointLink),
-    Raw(RawTracePointLink),
-    Kp(KProbeLink),
-    Fe(FEntryLink),
-}
-
-impl Link {
-    /// Perf-event links (classic tracepoints, kprobes): closing one waits
-    /// for the tracepoint's grace period, 75–95 ms each on this 6.18
-    /// kernel, so they are closed off the agent's thread.
-    fn slow_to_close(&self) -> bool {
-        matches!(self, Link::Tp(_) | Link::Kp(_))
-    }
-}
-
-/// Closes perf-event links on a thread of its own, all of a batch at
-/// once (their grace periods overlap), so a closing window does not stop
-/// the agent for a third of a second. The program stops running as the
-/// close starts; only the kernel's wait before freeing is left here.
-struct Closer {
-    tx: Option<std::sync::mpsc::Sender<Vec<Link>>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Closer {
-    fn new() -> Closer {
-        Closer {
-            tx: None,
-            thread: None,
-        }
-    }
-
-    fn close(&mut self, links: Vec<Link>) {
-        if links.is_empty() {
-            return;
-        }
-        if self.tx.is_none() {
-            let (tx, rx) = std::sync::mpsc::channel::<Vec<Link>>();
-            let spawned = std::thread::Builder::new()
-                .name("xdprobe-unlink".into())
-                .spawn(move || {
-                    for batch in rx {
-                        std::thread::scope(|s| {
-                            for l in batch {
-                                s.spawn(move || drop(l));
-                            }
-                        });
-                    }
-                });
-            match spawned {
-                Ok(t) => {
-                    self.tx = Some(tx);
-                    self.thread = Some(t);
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "no thread to close links on: closing them here");
-                    drop(links);
-                    return;
-                }
-            }
-        }
-        if let Some(tx) = &self.tx
-            && let Err(std::sync::mpsc::SendError(links)) = tx.send(links)
-        {
-            drop(links);
-        }
-    }
-}
-
-impl Drop for Closer {
-    /// Every link is closed when the probe is gone (nothing stays
-    /// attached after the process's last report).
-    fn drop(&mut self) {
-        self.tx = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// One attached layer program.
-#[derive(Debug)]
-struct Attachment {
-    name: &'static str,
-    how: How,
-    /// The send path's entry (`sys_enter_*`): the first hook a byte
-    /// passes. A window closes it first and the rest once the bytes it
-    /// let in have passed them.
-    entry: bool,
-    /// `None` while detached.
-    link: Option<Link>,
-}
-
-impl Attachment {
-    fn new(name: &'static str, how: How, link: Link) -> Attachment {
-        Attachment {
-            name,
-            how,
-            entry: false,
-            link: Some(link),
-        }
-    }
-
-    /// Takes the link out (to be dropped: that detaches).
-    fn detach(&mut self) -> Option<Link> {
-        self.link.take()
-    }
-
-    fn attach(&mut self, ebpf: &mut Ebpf) -> Result<(), ProbeError> {
-        if self.link.is_some() {
-            return Ok(());
-        }
-        let name = self.name;
-        let how = self.how.clone();
-        let err = |source| ProbeError::Program {
-            name,
-            hook: format!("{how:?}"),
-            source,
-        };
-        let p = ebpf.program_mut(name).ok_or(ProbeError::Missing(name))?;
-        let link = match &self.how {
-            How::Tracepoint(event) => {
-                let (sys, ev) = event.split_once(':').unwrap_or(("", event));
-                let p = <&mut TracePoint>::try_from(p).map_err(err)?;
-                let id = p.attach(sys, ev).map_err(err)?;
-                Link::Tp(p.take_link(id).map_err(err)?)
-            }
-            How::Btf => {
-                let p = <&mut BtfTracePoint>::try_from(p).map_err(err)?;
-                let id = p.attach().map_err(err)?;
-                Link::Btf(p.take_link(id).map_err(err)?)
-            }
-            How::Raw(tp) => {
-                let p = <&mut RawTracePoint>::try_from(p).map_err(err)?;
-                let id = p.attach(tp).map_err(err)?;
-                Link::Raw(p.take_link(id).map_err(err)?)
-            }
-            How::Kprobe(f) => {
-                let p = <&mut KProbe>::try_from(p).map_err(err)?;
-                let id = p.attach(f, 0).map_err(err)?;
-                Link::Kp(p.take_link(id).map_err(err)?)
-            }
-            How::Fentry => {
-                let p = <&mut FEntry>::try_from(p).map_err(err)?;
-                let id = p.attach().map_err(err)?;
-                Link::Fe(p.take_link(id).map_err(err)?)
-            }
-        };
-        self.link = Some(link);
-        Ok(())
-    }
-}
-
-fn tracepoint<'a>(
-    ebpf: &'a mut Ebpf,
-    name: &'static str,
-) -> Result<&'a mut TracePoint, ProbeError> {
-    let p = ebpf.program_mut(name).ok_or(ProbeError::Missing(name))?;
-    p.try_into().map_err(|source| ProbeError::Program {
-        name,
-        hook: String::new(),
-        source,
-    })
-}
-
-fn attach_tracepoint(
-    ebpf: &mut Ebpf,
-    name: &'static str,
-    event: &str,
-) -> Result<Attachment, ProbeError> {
-    let err = |source| ProbeError::Program {
-        name,
-        hook: format!("tracepoint:{event}"),
-        source,
-    };
-    let p = tracepoint(ebpf, name)?;
-    if p.fd().is_err() {
-        p.load().map_err(err)?;
-    }
-    let (sys, ev) = event.split_once(':').unwrap_or(("", event));
-    let id = p.attach(sys, ev).map_err(err)?;
-    let link = p.take_link(id).map_err(err)?;
-    Ok(Attachment::new(
-        name,
-        How::Tracepoint(event.to_owned()),
-        Link::Tp(link),
-    ))
-}
-
-/// Loads and attaches a BTF-typed tracepoint program.
-fn attach_btf(
-    ebpf: &mut Ebpf,
-    kernel: &Kernel,
-    name: &'static str,
-    hook: &Hook,
-) -> Result<Attachment, ProbeError> {
-    let err = |source| ProbeError::Program {
-        name,
-        hook: hook.to_string(),
-        source,
-    };
-    let p = ebpf.program_mut(name).ok_or(ProbeError::Missing(name))?;
-    let p: &mut BtfTracePoint = p.try_into().map_err(err)?;
-    p.load(hook.tp_name(), &kernel.aya_btf).map_err(err)?;
-    let id = p.attach().map_err(err)?;
-    let link = p.take_link(id).map_err(err)?;
-    Ok(Attachment::new(name, How::Btf, Link::Btf(link)))
-}
-
-/// Loads and attaches an skb layer's program on a kernel function.
-fn attach_function(
-    ebpf: &mut Ebpf,
-    kernel: &Kernel,
-    layer: Layer,
-    name: &'static str,
-    hook: &Hook,
-) -> Result<Attachment, ProbeError> {
-    // The kernel refusing a function hook (fentry is EPERM on some
-    // kernels, a kprobe blacklisted function) is about what this kernel
-    // offers: a setup error naming the hook, like a missing tracepoint.
-    let err = |source: ProgramError| {
-        let mut reason = format!("the kernel refused it: {source}");
-        let mut src = std::error::Error::source(&source);
-        while let Some(e) = src {
-            reason.push_str(&format!(": {e}"));
-            src = e.source();
-        }
-        ProbeError::Hook {
-            layer: layer.key(),
-            hook: hook.to_string(),
-            reason,
-        }
-    };
-    let p = ebpf.program_mut(name).ok_or(ProbeError::Missing(name))?;
-    if hook.kind == Kind::Kprobe {
-        let p: &mut KProbe = p.try_into().map_err(err)?;
-        p.load().map_err(err)?;
-        let id = p.attach(&hook.target, 0).map_err(err)?;
-        let link = p.take_link(id).map_err(err)?;
-        Ok(Attachment::new(
-            name,
-            How::Kprobe(hook.target.clone()),
-            Link::Kp(link),
-        ))
-    } else {
-        let p: &mut FEntry = p.try_into().map_err(err)?;
-        p.load(&hook.target, &kernel.aya_btf).map_err(err)?;
-        let id = p.attach().map_err(err)?;
-        let link = p.take_link(id).map_err(err)?;
-        Ok(Attachment::new(name, How::Fentry, Link::Fe(link)))
-    }
-}
-
-/// Loads and attaches the TCP-layer send hook: BTF-typed where the kernel
-/// accepts it, else raw (same arguments).
-fn attach_tcp_tx(ebpf: &mut Ebpf, kernel: &Kernel, hook: &Hook) -> Result<Attachment, ProbeError> {
-    let name = program_name(Layer::TcpTx, hook.kind, 0);
-    let err = |source| ProbeError::Program {
-        name,
-        hook: hook.to_string(),
-        source,
-    };
-    let p = ebpf.program_mut(name).ok_or(ProbeError::Missing(name))?;
-    match hook.kind {
-        Kind::TpBtf => {
-            let p: &mut BtfTracePoint = p.try_into().map_err(err)?;
-            p.load(hook.tp_name(), &kernel.aya_btf).map_err(err)?;
-            let id = p.attach().map_err(err)?;
-            let link = p.take_link(id).map_err(err)?;
-            Ok(Attachment::new(name, How::Btf, Link::Btf(link)))
-        }
-        _ => {
-            let p: &mut RawTracePoint = p.try_into().map_err(err)?;
-            p.load().map_err(err)?;
-            let id = p.attach(hook.tp_name()).map_err(err)?;
-            let link = p.take_link(id).map_err(err)?;
-            Ok(Attachment::new(
-                name,
-                How::Raw(hook.tp_name().to_owned()),
-                Link::Raw(link),
-            ))
-        }
-    }
 }
 
 impl StackProbe {
@@ -766,6 +165,13 @@ impl StackProbe {
                     .map_err(|e| ProbeError::Map(names::STACK_GATE, e))?;
                 Some(g)
             }
+            None => None,
+        };
+        let epoch = match ebpf.take_map(names::STACK_EPOCH) {
+            Some(m) => Some(
+                Array::<MapData, u64>::try_from(m)
+                    .map_err(|e| ProbeError::Map(names::STACK_EPOCH, e))?,
+            ),
             None => None,
         };
         // Close first: a flow that ends while we attach the rest is still
@@ -859,6 +265,7 @@ impl StackProbe {
             links,
             close,
             gate,
+            epoch,
             windows: opts.windows,
             closer: Closer::new(),
             ebpf,
@@ -867,20 +274,35 @@ impl StackProbe {
 
     /// Attaches every layer program a closed window detached, the send
     /// path's entry last (so a byte let in is seen by every layer after
-    /// it), and opens the gate of those that stayed attached. Returns how
-    /// many were attached.
-    pub fn open_window(&mut self) -> Result<usize, ProbeError> {
-        let mut n = 0;
+    /// it), and opens the gate of those that stayed attached. Returns when
+    /// the entry opened (monotonic ns): send calls entered before it are
+    /// not timed.
+    pub fn open_window(&mut self) -> Result<u64, ProbeError> {
+        let mut opened = 0;
         for (entry, gate) in [(false, GATE_REST), (true, GATE_REST | GATE_ENTRY)] {
             for a in self.links.iter_mut().filter(|a| a.entry == entry) {
                 if a.link.is_none() {
                     a.attach(&mut self.ebpf)?;
-                    n += 1;
                 }
+            }
+            if entry {
+                // Before the entry opens: every call stamped after this
+                // is the window's; one stamped before it (its return
+                // fell between windows, unseen) is never paired.
+                opened = crate::stack::agent::monotonic_ns();
+                self.set_epoch(opened);
             }
             self.set_gate(gate);
         }
-        Ok(n)
+        Ok(opened)
+    }
+
+    fn set_epoch(&mut self, ns: u64) {
+        if let Some(e) = self.epoch.as_mut()
+            && let Err(err) = e.set(0, ns, 0)
+        {
+            tracing::warn!(error = %err, "setting the window's epoch");
+        }
     }
 
     /// Closes the send path's entry: no new send call is timed; the
@@ -1008,42 +430,5 @@ impl StackProbe {
     /// The ring buffer's fd, readable when events wait (for poll/epoll).
     pub fn fd(&self) -> RawFd {
         self.ring.as_raw_fd()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn has_symbol(obj: &[u8], name: &str) -> bool {
-        let pat = format!("\0{name}\0");
-        obj.windows(pat.len()).any(|w| w == pat.as_bytes())
-    }
-
-    /// The overhead benchmark's floor is only the floor if the empty
-    /// object offers every program the loader can pick, under the same
-    /// name, so the same hooks get attached.
-    #[test]
-    fn the_empty_object_has_every_program_the_loader_attaches() {
-        if object::STACKLAT.is_empty() || object::STACKFLOOR.is_empty() {
-            assert!(
-                std::env::var("CI").is_err(),
-                "the tracing objects were not built under CI"
-            );
-            eprintln!("SKIPPED: the tracing objects were not built (AYA_BUILD_SKIP=1)");
-            return;
-        }
-        let mut names = vec!["stack_set_state", "stack_send_enter"];
-        for layer in Layer::ALL {
-            for &kind in layer.kinds() {
-                for slot in 0..layer.max_hooks() {
-                    names.push(program_name(layer, kind, slot));
-                }
-            }
-        }
-        for n in names {
-            assert!(has_symbol(object::STACKLAT, n), "stacklat has no {n}");
-            assert!(has_symbol(object::STACKFLOOR, n), "stackfloor has no {n}");
-        }
     }
 }

@@ -2,7 +2,9 @@
 //! packet of a chosen flow passed and when — points chosen and resolved
 //! (`points`), what the kernel offers (`list`), the tracer itself
 //! (`probe`), trails as records (`record`), the active echo mode
-//! (`echo`), and the per-step statistics and picture (`report`, `plot`).
+//! (`echo`), segments of GSO packets joined to the packets they were cut
+//! from (`segments`), and the per-step statistics and picture (`report`,
+//! `plot`).
 
 pub mod attach;
 pub mod echo;
@@ -12,3 +14,4 @@ pub mod points;
 pub mod probe;
 pub mod record;
 pub mod report;
+pub mod segments;

@@ -138,6 +138,10 @@ mod tests {
                 dir,
             }),
             lost_steps: 0,
+            mono_ns: None,
+            tcp: None,
+            segment_of: None,
+            segmented: 0,
             steps: [
                 ("net:net_dev_queue", 0),
                 ("net:netif_rx", gap),

@@ -219,7 +219,7 @@ impl TraceProbe {
         }
         let settings = settings(kernel, opts)?;
         let ring = if opts.ring_bytes == 0 {
-            4 << 20
+            16 << 20
         } else {
             opts.ring_bytes
         };

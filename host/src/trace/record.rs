@@ -35,6 +35,33 @@ pub struct FlowRecord {
     pub dport: u16,
 }
 
+/// The TCP payload a trail's packet carried when it started: sequence
+/// number and length (a GSO packet's whole payload, a segment's share).
+/// What survives segmentation: the segments of one GSO packet carry
+/// parts of its range (`trace::segments` joins them by it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpRange {
+    pub seq: u32,
+    pub len: u32,
+}
+
+impl TcpRange {
+    /// Whether `o` lies inside this range and is smaller (wrap-aware).
+    pub fn holds(&self, o: &TcpRange) -> bool {
+        let start = o.seq.wrapping_sub(self.seq);
+        o.len < self.len && start < self.len && start + o.len <= self.len
+    }
+}
+
+/// A segment's place in the packet it was cut from (`trace::segments`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentOf {
+    /// The packet's TCP payload before segmentation.
+    pub packet: TcpRange,
+    /// Steps taken from the packet's trail (before this segment existed).
+    pub steps: u16,
+}
+
 /// An echo probe's identity (`echo` module).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeRecord {
@@ -66,7 +93,40 @@ pub struct TrailRecord {
     /// Steps past the trail's capacity, not kept.
     #[serde(default)]
     pub lost_steps: u16,
+    /// Kernel monotonic time of the first step, ns (to line trails up
+    /// with each other exactly; `first_us` is for people).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mono_ns: Option<u64>,
+    /// The TCP payload the packet carried, for TCP packets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpRange>,
+    /// This packet was cut from a larger one (GSO), whose steps before
+    /// the cut open this trail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_of: Option<SegmentOf>,
+    /// This packet was cut into this many traced segments (their trails
+    /// carry its steps); its own trail ends at the cut.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub segmented: u32,
     pub steps: Vec<StepRecord>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The TCP payload range of a packet from its first bytes (IP header on)
+/// and its length from the IP header.
+pub fn tcp_range(hdr: &[u8], total: u32) -> Option<TcpRange> {
+    let (f, l4) = flow_of(hdr)?;
+    if f.proto != 6 {
+        return None;
+    }
+    let th = hdr.get(l4..l4 + 13)?;
+    let seq = u32::from_be_bytes([th[4], th[5], th[6], th[7]]);
+    let doff = u32::from(th[12] >> 4) * 4;
+    let len = total.checked_sub(l4 as u32 + doff)?;
+    Some(TcpRange { seq, len })
 }
 
 pub fn end_name(e: u8) -> &'static str {
@@ -167,6 +227,10 @@ impl TrailRecord {
             flow: flow.map(|(f, _)| f),
             probe,
             lost_steps: t.lost_steps,
+            mono_ns: (n > 0).then_some(first),
+            tcp: tcp_range(hdr, t.pkt_len),
+            segment_of: None,
+            segmented: 0,
             steps,
         }
     }

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::stack::stats::{Samples, Summary};
 use crate::trace::record::TrailRecord;
+use crate::trace::segments::{self, JoinStats};
 
 pub const ENQUEUE: &str = "qdisc:qdisc_enqueue";
 pub const DEQUEUE: &str = "qdisc:qdisc_dequeue";
@@ -44,23 +45,38 @@ pub struct GroupReport {
     pub ends: BTreeMap<String, u64>,
     /// Dropped trails by the kernel's reason.
     pub drops: BTreeMap<String, u64>,
-    /// The most common sequence of points, and how many trails took it.
+    /// Trails of packets cut into segments (GSO), left out of everything
+    /// below: their segments' trails carry their steps
+    /// (`trace::segments`).
+    pub segmented: u64,
+    /// The most common sequence of points, how many trails took it, and
+    /// which share of the group's trails that is: a path taken by few
+    /// is not the path of the packets, and the report says so.
     pub common_path: Vec<String>,
     pub common_count: u64,
+    pub common_share: f64,
     /// The common path's steps in order (trails on that path only).
     pub path_steps: Vec<StepStat>,
     /// First to last point of the common path.
     pub path_total: Option<Summary>,
     /// Every step on any trail, most frequent first.
     pub steps: Vec<StepStat>,
-    /// qdisc_enqueue → qdisc_dequeue (or → net_dev_start_xmit).
+    /// qdisc_enqueue → qdisc_dequeue (or → net_dev_start_xmit), and the
+    /// share of the group's trails it was measured on.
     pub queueing: Option<Summary>,
+    pub queueing_share: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
     pub groups: Vec<GroupReport>,
+    /// Segments joined to the packets they were cut from.
+    pub segmentation: JoinStats,
 }
+
+/// Below this share of its group's trails, the most common path is
+/// reported as such, not as the packets' path.
+pub const FEW: f64 = 0.5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -99,13 +115,16 @@ fn group_of(t: &TrailRecord) -> &'static str {
     }
 }
 
-fn group(name: &str, trails: &[&TrailRecord]) -> GroupReport {
+fn group(name: &str, all: &[&TrailRecord]) -> GroupReport {
+    let (cut, trails): (Vec<&TrailRecord>, Vec<&TrailRecord>) =
+        all.iter().partition(|t| t.segmented > 0);
     let mut ends: BTreeMap<String, u64> = BTreeMap::new();
     let mut drops: BTreeMap<String, u64> = BTreeMap::new();
     let mut paths: HashMap<Vec<&str>, u64> = HashMap::new();
     let mut pairs: HashMap<(&str, &str), Samples> = HashMap::new();
     let mut queueing = Samples::default();
-    for t in trails {
+    let mut queued = 0u64;
+    for t in &trails {
         *ends.entry(t.end.clone()).or_default() += 1;
         if let Some(n) = t.drop_reason {
             let k = t.drop_reason_name.clone().unwrap_or_else(|| n.to_string());
@@ -119,6 +138,7 @@ fn group(name: &str, trails: &[&TrailRecord]) -> GroupReport {
                 .add(w[1].t_ns.saturating_sub(w[0].t_ns));
         }
         let mut enq = None;
+        let before = queueing.count();
         for s in &t.steps {
             if s.point == ENQUEUE {
                 enq = Some(s.t_ns);
@@ -127,6 +147,9 @@ fn group(name: &str, trails: &[&TrailRecord]) -> GroupReport {
             {
                 queueing.add(s.t_ns.saturating_sub(e));
             }
+        }
+        if queueing.count() > before {
+            queued += 1;
         }
     }
     // Most common path; ties go to the longer, then the first in order.
@@ -160,13 +183,22 @@ fn group(name: &str, trails: &[&TrailRecord]) -> GroupReport {
         .collect();
     let mut steps: Vec<(&(&str, &str), &Samples)> = pairs.iter().collect();
     steps.sort_by(|a, b| b.1.count().cmp(&a.1.count()).then(a.0.cmp(b.0)));
+    let share = |n: u64| {
+        if trails.is_empty() {
+            0.0
+        } else {
+            n as f64 / trails.len() as f64
+        }
+    };
     GroupReport {
         name: name.to_owned(),
         trails: trails.len() as u64,
         ends,
         drops,
+        segmented: cut.len() as u64,
         common_path: common.iter().map(|s| s.to_string()).collect(),
         common_count,
+        common_share: share(common_count),
         path_steps,
         path_total: (!total.is_empty()).then(|| total.summary()),
         steps: steps
@@ -178,11 +210,15 @@ fn group(name: &str, trails: &[&TrailRecord]) -> GroupReport {
             })
             .collect(),
         queueing: (!queueing.is_empty()).then(|| queueing.summary()),
+        queueing_share: share(queued),
     }
 }
 
-/// The report over `trails`: request, reply, then the rest.
+/// The report over `trails`: request, reply, then the rest, after the
+/// segments of GSO packets were joined to them (`trace::segments`).
 pub fn report(trails: &[TrailRecord]) -> Report {
+    let mut trails = trails.to_vec();
+    let segmentation = segments::join(&mut trails);
     let mut groups = Vec::new();
     for name in ["request", "reply", "all"] {
         let g: Vec<&TrailRecord> = trails.iter().filter(|t| group_of(t) == name).collect();
@@ -190,7 +226,10 @@ pub fn report(trails: &[TrailRecord]) -> Report {
             groups.push(group(name, &g));
         }
     }
-    Report { groups }
+    Report {
+        groups,
+        segmentation,
+    }
 }
 
 fn short(point: &str) -> &str {
@@ -223,12 +262,26 @@ pub fn write_text(w: &mut dyn Write, r: &Report) -> io::Result<()> {
             let d: Vec<String> = g.drops.iter().map(|(k, v)| format!("{k} {v}")).collect();
             writeln!(w, "drops: {}", d.join(", "))?;
         }
+        if g.segmented > 0 {
+            writeln!(
+                w,
+                "segmented: {} packets were cut into segments (GSO); their {} segments' trails begin with their steps, and they are left out below",
+                g.segmented, r.segmentation.segments
+            )?;
+        }
         let path: Vec<&str> = g.common_path.iter().map(|p| short(p)).collect();
+        let few = g.common_share < FEW;
         writeln!(
             w,
-            "most common path ({} of {}): {}",
+            "most common path ({} of {} trails, {:.1} %){}: {}",
             g.common_count,
             g.trails,
+            100.0 * g.common_share,
+            if few {
+                " — taken by few: the steps below are of these trails only, not the packets' path"
+            } else {
+                ""
+            },
             path.join(" → ")
         )?;
         let head = format!(
@@ -244,10 +297,22 @@ pub fn write_text(w: &mut dyn Write, r: &Report) -> io::Result<()> {
             )?;
         }
         if let Some(t) = &g.path_total {
-            row(w, "whole path", t)?;
+            let label = if few {
+                "first to last point (these trails)"
+            } else {
+                "whole path"
+            };
+            row(w, label, t)?;
         }
         if let Some(q) = &g.queueing {
-            row(w, "queueing (qdisc_enqueue → qdisc_dequeue)", q)?;
+            row(
+                w,
+                &format!(
+                    "queueing (enqueue → dequeue; {:.1} % of trails)",
+                    100.0 * g.queueing_share
+                ),
+                q,
+            )?;
         }
         let others: Vec<&StepStat> = g
             .steps
@@ -293,6 +358,10 @@ mod tests {
                 dir,
             }),
             lost_steps: 0,
+            mono_ns: None,
+            tcp: None,
+            segment_of: None,
+            segmented: 0,
             steps: steps
                 .iter()
                 .map(|&(p, t)| StepRecord {
@@ -349,7 +418,7 @@ mod tests {
         assert_eq!(g.path_steps[0].summary.mean_us, 1.0);
         assert_eq!(g.path_steps[1].summary.min_us, 10.0);
         assert_eq!(g.path_steps[1].summary.max_us, 90.0);
-        assert_eq!(g.path_steps[1].summary.p50_us, 50.0);
+        assert!((g.path_steps[1].summary.p50_us - 50.0).abs() <= 0.25);
         let qd = g.queueing.unwrap();
         assert_eq!((qd.samples, qd.mean_us), (9, 50.0));
         assert!(g.steps.iter().any(|s| s.to == "skb:kfree_skb"));
@@ -362,6 +431,37 @@ mod tests {
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("net_dev_queue → qdisc_enqueue"), "{text}");
         assert!(text.contains("other steps"), "{text}");
+    }
+
+    #[test]
+    fn a_path_few_trails_took_is_not_called_the_whole_path() {
+        // 3 of 10 trails take the common path: the others are all
+        // different (as fragments of a packet's trail would be).
+        let mut trails: Vec<TrailRecord> = (0..3)
+            .map(|_| trail(None, &[("net:net_dev_queue", 0), ("net:net_dev_xmit", 900)]))
+            .collect();
+        for i in 0..7u64 {
+            let p = format!("net:point{i}");
+            trails.push(trail(None, &[(p.as_str(), 0), (DEQUEUE, 10)]));
+        }
+        // A packet cut into segments: left out of the group's figures.
+        let mut cut = trail(None, &[("net:net_dev_queue", 0), (ENQUEUE, 5)]);
+        cut.segmented = 3;
+        trails.push(cut);
+        let r = report(&trails);
+        let g = &r.groups[0];
+        assert_eq!((g.trails, g.segmented, g.common_count), (10, 1, 3));
+        assert!((g.common_share - 0.3).abs() < 1e-9);
+        assert_eq!(g.queueing_share, 0.0);
+        let mut text = Vec::new();
+        write_text(&mut text, &r).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("taken by few"), "{text}");
+        assert!(!text.contains("whole path"), "{text}");
+        assert!(
+            text.contains("first to last point (these trails)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -445,10 +445,16 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn report_cmd(a: ReportArgs) -> anyhow::Result<ExitCode> {
-    let f =
-        std::fs::File::open(&a.file).with_context(|| format!("opening {}", a.file.display()))?;
-    let trails = report::read_trails(std::io::BufReader::new(f))
-        .with_context(|| format!("reading {}", a.file.display()))?;
+    // A file that is not there or not a trail file is bad input (exit 2),
+    // as everywhere else.
+    let f = match std::fs::File::open(&a.file) {
+        Ok(f) => f,
+        Err(e) => return setup_error(format!("{}: {e}", a.file.display())),
+    };
+    let trails = match report::read_trails(std::io::BufReader::new(f)) {
+        Ok(t) => t,
+        Err(e) => return setup_error(format!("{}: {}", a.file.display(), error_chain(&e))),
+    };
     let r = report::report(&trails);
     let mut out = std::io::stdout().lock();
     if a.json {

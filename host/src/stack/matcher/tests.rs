@@ -1,4 +1,7 @@
+use std::net::{IpAddr, Ipv4Addr};
+
 use super::*;
+use crate::stack::stats::Summary;
 
 const SNS: u32 = 1001; // sender's namespace
 const RNS: u32 = 1002; // receiver's namespace
@@ -501,4 +504,83 @@ fn a_window_after_a_gap_of_more_than_2_gib_still_matches() {
     assert_eq!(r.len(), 1);
     assert_eq!((r[0].complete, r[0].incomplete, r[0].skipped), (4, 0, 0));
     assert_eq!(seg(&r[0], "T4").max_us, 6.0);
+}
+
+/// The sender's layers and the receiver's up to TCP see a write; the
+/// reader has not read it yet.
+fn pass_until_read(m: &mut Matcher, seq: u32, len: u32, t0: u64) {
+    for l in [
+        code::IP_TX,
+        code::DEV_TX,
+        code::DEV_RX,
+        code::IP_RX,
+        code::TCP_RX,
+        code::TCP_TX,
+        code::SOCK_TX,
+    ] {
+        let ns = if l <= code::DEV_TX { SNS } else { RNS };
+        m.on_event(&ev(l, seq, len, t0 + u64::from(l), ns));
+    }
+}
+
+#[test]
+fn bytes_slower_than_the_hold_are_counted_cut_not_incomplete() {
+    let cfg = MatcherConfig {
+        hold_ns: 100_000_000,
+        ..MatcherConfig::default()
+    };
+    let mut m = Matcher::new(cfg);
+    let offs = [0, 3, 10, 14, 20, 26, 31, 40];
+    pass_all(&mut m, 1000, 1448, 1_000, offs);
+    // Waits in the receive queue longer than the hold.
+    pass_until_read(&mut m, 2448, 1448, 2_000);
+    collect(&mut m, 150_000);
+    m.on_event(&ev(code::SOCK_RX, 2448, 1448, 180_000, RNS));
+    // A byte the IP layer skipped in the middle: a layer's loss.
+    for l in [
+        code::TCP_TX,
+        code::DEV_RX,
+        code::TCP_RX,
+        code::SOCK_RX,
+        code::SOCK_TX,
+    ] {
+        let ns = if l <= code::DEV_TX { SNS } else { RNS };
+        m.on_event(&ev(l, 3896, 1448, 200_000 + u64::from(l), ns));
+    }
+    pass_all(&mut m, 5344, 1448, 201_000, offs);
+    let r = finish(&mut m, 10_000_000);
+    assert_eq!(r.len(), 1);
+    let r = &r[0];
+    assert_eq!((r.complete, r.cut, r.incomplete, r.edge), (2, 1, 1, 0));
+    assert_eq!(m.counters().cut, 1);
+    // The same slow byte under a hold longer than its wait is timed.
+    let mut m = Matcher::new(MatcherConfig {
+        hold_ns: 500_000_000,
+        ..MatcherConfig::default()
+    });
+    pass_until_read(&mut m, 2448, 1448, 2_000);
+    collect(&mut m, 150_000);
+    m.on_event(&ev(code::SOCK_RX, 2448, 1448, 180_000, RNS));
+    let r = finish(&mut m, 10_000_000);
+    assert_eq!((r[0].complete, r[0].cut), (1, 0));
+    assert!(r[0].t8.unwrap().max_us > 170_000.0);
+}
+
+#[test]
+fn a_flow_ends_when_its_reader_closes_not_when_the_sender_does() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    let offs = [0, 1, 2, 3, 4, 5, 6, 7];
+    pass_all(&mut m, 0, 100, 0, offs);
+    // The sender's socket (local end first, as the event names it) is
+    // done: its FIN was acknowledged while the reader still reads.
+    m.on_event(&ev(code::CLOSE, 0, 0, 10_000, SNS));
+    assert!(collect(&mut m, 1_000_000).is_empty(), "the reader is here");
+    pass_all(&mut m, 100, 100, 1_100_000, offs);
+    let mut close = ev(code::CLOSE, 0, 0, 1_200_000, RNS);
+    std::mem::swap(&mut close.saddr, &mut close.daddr);
+    std::mem::swap(&mut close.sport, &mut close.dport);
+    m.on_event(&close);
+    let r = collect(&mut m, 1_500_000);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].end_reason, r[0].complete), (EndReason::End, 2));
 }

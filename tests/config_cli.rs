@@ -20,6 +20,18 @@ fn check(args: &[&str]) -> Output {
         .expect("run xdprobe")
 }
 
+/// `check` accepted the config (exit 0); its stderr otherwise.
+fn passes(args: &[&str]) -> Output {
+    let out = check(args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// A scratch directory removed on drop, even when an assertion fails.
 struct Scratch(PathBuf);
 
@@ -66,14 +78,8 @@ fn online_cpus() -> usize {
 #[test]
 fn shipped_example_passes_with_a_summary() {
     let file = example();
-    let out = check(&["--no-machine-check", file.to_str().unwrap()]);
+    let out = passes(&["--no-machine-check", file.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(
         stdout.starts_with(&format!("{}: OK\n", file.display())),
         "{stdout}"
@@ -96,13 +102,7 @@ fn shipped_example_passes_with_a_summary() {
 
     // With the machine check on, cores 0 and 1 must exist here.
     if online_cpus() >= 2 {
-        let out = check(&[file.to_str().unwrap()]);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        passes(&[file.to_str().unwrap()]);
     } else {
         eprintln!("only one CPU online: skipping the machine-checked run of deploy/probe.toml");
     }
@@ -237,13 +237,7 @@ fn machine_checks_can_be_skipped_for_another_host() {
     );
     let out = check(&[path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    let out = check(&["--no-machine-check", path.to_str().unwrap()]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = passes(&["--no-machine-check", path.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("0->core 100000"));
 }
 
@@ -291,12 +285,6 @@ fn kubernetes_configmap_passes() {
     assert!(block.len() > 5, "{block:?}");
     let dir = Scratch::new("k8s");
     let path = dir.write("probe.toml", &block.join("\n"));
-    let out = check(&["--no-machine-check", path.to_str().unwrap()]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = passes(&["--no-machine-check", path.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("collectors: udp://198.51.100.7:4739"));
 }

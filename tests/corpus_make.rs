@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use live_support::rig::{self, Rig};
-use live_support::topo::TempDir;
+use live_support::topo::{Bench, TempDir};
 use live_support::traffic::{self, Plan};
 use xdprobe_dataplane::source::pcap::PcapReader;
 
@@ -157,20 +157,7 @@ fn split_tap(tmp: &Path) {
     // m0 sends what the client leg forwards toward the server.
     let td1 = b.start_tcpdump_on("m0", &["-Q", "out"], &c2s, 128);
     let td2 = b.start_tcpdump_on("m0", &["-Q", "in"], &s2c, 128);
-    let plan = Plan {
-        bulk_kbit: 0,
-        http_gets: 2,
-        http_bytes: 20_000,
-        tls_gets: 0,
-        dns_queries: 6,
-        dns_interval: Duration::from_millis(30),
-        keepalive_idle: Duration::ZERO,
-        short_flows: 50,
-        ..Plan::default()
-    };
-    let servers = traffic::start_servers(&b.s, &plan, &b.dir);
-    traffic::run_clients(&b.c, &plan);
-    drop(servers);
+    short_connections(&b, (2, 20_000), (6, 30), 50);
     rig.settle();
     b.stop_tcpdump(td1);
     b.stop_tcpdump(td2);
@@ -186,6 +173,26 @@ fn split_tap(tmp: &Path) {
     write_pcap(&corpus("xdprobe_split-tap.pcap"), &frames, 128);
 }
 
+/// Short connections, no bulk, no TLS, no idle keep-alive: `http` GETs
+/// of (count, bytes), `dns` queries (count, ms apart), `short` short
+/// flows; servers up for the clients' run only.
+fn short_connections(b: &Bench, http: (usize, usize), dns: (usize, u64), short: usize) {
+    let plan = Plan {
+        bulk_kbit: 0,
+        http_gets: http.0,
+        http_bytes: http.1,
+        tls_gets: 0,
+        dns_queries: dns.0,
+        dns_interval: Duration::from_millis(dns.1),
+        keepalive_idle: Duration::ZERO,
+        short_flows: short,
+        ..Plan::default()
+    };
+    let servers = traffic::start_servers(&b.s, &plan, &b.dir);
+    traffic::run_clients(&b.c, &plan);
+    drop(servers);
+}
+
 /// The same kind of short connections with no delay anywhere, written by
 /// a recorder whose clock ticks in milliseconds: a handshake's SYN,
 /// SYN+ACK and ACK carry one timestamp.
@@ -197,20 +204,7 @@ fn millisecond_clock(tmp: &Path) {
         ..Rig::default()
     };
     let cap = rig.capture_with(tmp, "ms-clock", |b, _| {
-        let plan = Plan {
-            bulk_kbit: 0,
-            http_gets: 3,
-            http_bytes: 30_000,
-            tls_gets: 0,
-            dns_queries: 4,
-            dns_interval: Duration::from_millis(20),
-            keepalive_idle: Duration::ZERO,
-            short_flows: 30,
-            ..Plan::default()
-        };
-        let servers = traffic::start_servers(&b.s, &plan, &b.dir);
-        traffic::run_clients(&b.c, &plan);
-        drop(servers);
+        short_connections(b, (3, 30_000), (4, 20), 30);
     });
     let frames = read_all(&cap);
     let refs: Vec<&Frame> = frames.iter().collect();

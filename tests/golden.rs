@@ -69,22 +69,36 @@ fn ours(recs: &[Value], by_pair: bool) -> Dirs {
             s = strip_port(&s);
             proto = 0;
         }
-        let (st, en) = (
+        let span = (
             r["start_us"].as_u64().unwrap(),
             r["end_us"].as_u64().unwrap(),
         );
-        for (from, to, d) in [(&c, &s, "c2s"), (&s, &c, "s2c")] {
-            add(
-                &mut m,
-                (from.clone(), to.clone(), proto),
-                r[d]["packets"].as_u64().unwrap(),
-                r[d]["bytes"].as_u64().unwrap(),
-                st,
-                en,
-            );
-        }
+        add_both(&mut m, (&c, &s, proto), r, "bytes", span);
     }
     m
+}
+
+/// Both directions of one flow (`v["c2s"]`, `v["s2c"]`, their byte count
+/// under `bytes`), each keyed by (from, to, proto).
+fn add_both(
+    m: &mut Dirs,
+    (c, s, proto): (&str, &str, u64),
+    v: &Value,
+    bytes: &str,
+    span: (u64, u64),
+) {
+    for (from, to, d) in [(c, s, "c2s"), (s, c, "s2c")] {
+        let key = (from.to_string(), to.to_string(), proto);
+        let packets = v[d]["packets"].as_u64().unwrap();
+        add(
+            m,
+            key,
+            packets,
+            v[d][bytes].as_u64().unwrap(),
+            span.0,
+            span.1,
+        );
+    }
 }
 
 fn theirs(flows: &[Value], by_pair: bool) -> Dirs {
@@ -98,20 +112,11 @@ fn theirs(flows: &[Value], by_pair: bool) -> Dirs {
             s = strip_port(&s);
             proto = 0;
         }
-        let (st, en) = (
+        let span = (
             f["first_us"].as_u64().unwrap(),
             f["last_us"].as_u64().unwrap(),
         );
-        for (from, to, d) in [(&c, &s, "c2s"), (&s, &c, "s2c")] {
-            add(
-                &mut m,
-                (from.clone(), to.clone(), proto),
-                f[d]["packets"].as_u64().unwrap(),
-                f[d]["ip_bytes"].as_u64().unwrap(),
-                st,
-                en,
-            );
-        }
+        add_both(&mut m, (&c, &s, proto), f, "ip_bytes", span);
     }
     m
 }
@@ -242,9 +247,17 @@ fn unordered(k: &Key) -> Key {
     }
 }
 
-fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
-    let by_pair = has_fragments(oracle);
-    let (mut a, mut b) = (ours(recs, by_pair), theirs(oracle, by_pair));
+/// ICMP errors quoting a flow: tshark counts each with the flow it
+/// quotes, the probe as a flow of the error's own addresses. On both sides
+/// the quoted flow's two directions are summed into one key (`collapse`);
+/// on tshark's, the error moves from that key to its own addresses. The
+/// keys whose spans cannot agree are returned.
+fn fold_icmp_errors(
+    a: &mut Dirs,
+    b: &mut Dirs,
+    icmp: &[IcmpError],
+    by_pair: bool,
+) -> std::collections::BTreeSet<Key> {
     let mut no_span = std::collections::BTreeSet::new();
     for e in icmp {
         let (x, y, p) = if by_pair {
@@ -252,8 +265,8 @@ fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
         } else {
             e.inner.clone()
         };
-        collapse(&mut a, &x, &y, p);
-        let ck = collapse(&mut b, &x, &y, p);
+        collapse(a, &x, &y, p);
+        let ck = collapse(b, &x, &y, p);
         if let Some(v) = b.get_mut(&ck) {
             v[0] -= 1;
             v[1] -= e.ip_len;
@@ -269,8 +282,15 @@ fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
         let ok: Key = (os, od, 0);
         no_span.insert(unordered(&ok));
         no_span.insert(unordered(&ck));
-        add(&mut b, ok, 1, e.ip_len, 0, 0);
+        add(b, ok, 1, e.ip_len, 0, 0);
     }
+    no_span
+}
+
+fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
+    let by_pair = has_fragments(oracle);
+    let (mut a, mut b) = (ours(recs, by_pair), theirs(oracle, by_pair));
+    let no_span = fold_icmp_errors(&mut a, &mut b, icmp, by_pair);
     let mut diffs = vec![];
     for k in a
         .keys()
@@ -297,8 +317,11 @@ fn compare(name: &str, recs: &[Value], oracle: &[Value], icmp: &[IcmpError]) {
         "{name}: per-direction [packets, bytes] / spans differ:\n{}",
         diffs.join("\n")
     );
+    roles_and_vlans(name, recs, oracle);
+}
 
-    // Roles and VLAN where tshark is certain (SYN or DNS query seen).
+/// Roles and VLAN where tshark is certain (SYN or DNS query seen).
+fn roles_and_vlans(name: &str, recs: &[Value], oracle: &[Value]) {
     for f in oracle.iter().filter(|f| f["dir_guess"] == false) {
         let c = endpoint(&f["src_ip"], &f["src_port"]);
         let s = endpoint(&f["dst_ip"], &f["dst_port"]);

@@ -145,7 +145,6 @@ const TIMING_MARGIN_NS: u64 = 1_000_000;
 /// handshake RTT since the segment that set the expected SEQ) lies within
 /// [`TIMING_MARGIN_NS`] of that threshold in tcpdump's timestamps.
 fn near_ooo_threshold(pkts: &[tshark::Pkt], client: &str) -> [u64; 2] {
-    let before = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
     let Some(threshold) = pkts.iter().find_map(|p| p.initial_rtt_ns) else {
         return [0; 2];
     };
@@ -153,25 +152,70 @@ fn near_ooo_threshold(pkts: &[tshark::Pkt], client: &str) -> [u64; 2] {
     let mut near = [0u64; 2];
     for p in pkts {
         let d = usize::from(p.src != client);
-        let seg_len = p.len
-            + u32::from(p.flags & tshark::F_SYN != 0)
-            + u32::from(p.flags & tshark::F_FIN != 0);
+        let seg_len = rules::seg_len(p);
         if seg_len == 0 {
             continue;
         }
         if let Some((n, t)) = next[d]
-            && before(p.seq, n)
+            && rules::before(p.seq, n)
             && p.seq.wrapping_add(seg_len) != n
             && p.ts_ns.saturating_sub(t).abs_diff(threshold) <= TIMING_MARGIN_NS
         {
             near[d] += 1;
         }
-        let end = p.seq.wrapping_add(seg_len);
-        if next[d].is_none_or(|(n, _)| before(n, end)) {
-            next[d] = Some((end, p.ts_ns));
-        }
+        rules::advance_next(&mut next[d], p);
     }
     near
+}
+
+impl Compared {
+    /// Packets, bytes and (TCP) retransmissions and out-of-order segments
+    /// of both directions: `ours` names the probe's direction that is
+    /// tshark's c2s, then s2c; `adj` the rules' adjustments, `near` the
+    /// segments at the out-of-order threshold per direction.
+    fn directions(
+        &mut self,
+        tag: &str,
+        recs: &[&Value],
+        o: &Value,
+        ours: [&str; 2],
+        adj: Option<&rules::TcpAdjust>,
+        near: [u64; 2],
+    ) {
+        for (i, (ours_dir, their_dir)) in
+            [(ours[0], "c2s"), (ours[1], "s2c")].into_iter().enumerate()
+        {
+            let sum = |f: &str| recs.iter().map(|r| u(&r[ours_dir][f])).sum::<u64>();
+            let t = &o[their_dir];
+            let mut check = |what: &str, ours: u64, theirs: u64| {
+                if ours != theirs {
+                    self.failures.push(format!(
+                        "{tag} {their_dir} {what}: probe {ours}, tshark {theirs}"
+                    ));
+                }
+            };
+            check("packets", sum("packets"), u(&t["packets"]));
+            check("bytes", sum("bytes"), u(&t["ip_bytes"]));
+            if let Some(a) = &adj {
+                let moved = a.spur_to_ooo[i] + a.fast_to_ooo[i];
+                let (want_r, want_o) =
+                    (u(&t["retrans_any"]) - moved, u(&t["out_of_order"]) + moved);
+                let (got_r, got_o) = (sum("retrans"), sum("ooo"));
+                // Segments at the out-of-order threshold in tcpdump's
+                // time may fall on the other side of it in the probe's:
+                // either class, the sum exact.
+                let slack = near[i];
+                if got_r + got_o == want_r + want_o && got_o.abs_diff(want_o) <= slack {
+                    self.timing_swaps += got_o.abs_diff(want_o);
+                } else {
+                    check("retrans", got_r, want_r);
+                    check("ooo", got_o, want_o);
+                }
+                self.retrans += u(&t["retrans_any"]);
+                self.ooo += u(&t["out_of_order"]);
+            }
+        }
+    }
 }
 
 /// Compares the probe's records with tshark's flows (`pkts`: tshark's
@@ -233,37 +277,7 @@ fn compare(
         } else {
             [0; 2]
         };
-        for (i, (ours_dir, their_dir)) in [(oc, "c2s"), (os, "s2c")].into_iter().enumerate() {
-            let sum = |f: &str| recs.iter().map(|r| u(&r[ours_dir][f])).sum::<u64>();
-            let t = &o[their_dir];
-            let mut check = |what: &str, ours: u64, theirs: u64| {
-                if ours != theirs {
-                    c.failures.push(format!(
-                        "{tag} {their_dir} {what}: probe {ours}, tshark {theirs}"
-                    ));
-                }
-            };
-            check("packets", sum("packets"), u(&t["packets"]));
-            check("bytes", sum("bytes"), u(&t["ip_bytes"]));
-            if let Some(a) = &adj {
-                let moved = a.spur_to_ooo[i] + a.fast_to_ooo[i];
-                let (want_r, want_o) =
-                    (u(&t["retrans_any"]) - moved, u(&t["out_of_order"]) + moved);
-                let (got_r, got_o) = (sum("retrans"), sum("ooo"));
-                // Segments at the out-of-order threshold in tcpdump's
-                // time may fall on the other side of it in the probe's:
-                // either class, the sum exact.
-                let slack = near[i];
-                if got_r + got_o == want_r + want_o && got_o.abs_diff(want_o) <= slack {
-                    c.timing_swaps += got_o.abs_diff(want_o);
-                } else {
-                    check("retrans", got_r, want_r);
-                    check("ooo", got_o, want_o);
-                }
-                c.retrans += u(&t["retrans_any"]);
-                c.ooo += u(&t["out_of_order"]);
-            }
-        }
+        c.directions(&tag, recs, o, [oc, os], adj.as_ref(), near);
         // A flow whose handshake a rule re-times (SYN retry crossing the
         // SYN+ACK, RST answer) has no comparable RTT.
         if let Some(a) = adj

@@ -9,9 +9,10 @@ mod common;
 mod live_support;
 
 use std::{
-    io::Write,
+    io::{Read, Write},
     net::{TcpListener, TcpStream},
-    process::{Command, Stdio},
+    path::Path,
+    process::{Command, ExitStatus, Stdio},
     sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
 };
@@ -86,11 +87,31 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
     });
 
     // Long-lived connections, still open when SIGTERM comes.
+    let (client_ports, (status, records, log)) = open_connections_at_stop(&b, probe);
+    assert!(status.success(), "SIGTERM must exit 0: {status}\n{log}");
+    assert!(log.contains("XDP program detached"), "{log}");
+
+    // nfcapd writes its file on SIGTERM.
+    signal(b.children[nfcapd_idx].id(), libc::SIGTERM);
+    let _ = wait_exit(
+        b.children[nfcapd_idx].child(),
+        Duration::from_secs(10),
+        "nfcapd",
+    );
+    collector_has_every_connection(&flows_dir, &records, &client_ports);
+}
+
+/// `CONNS` connections to the server, ten writes each, still open when the
+/// probe is stopped: their client ports, and what `Probe::stop` returns.
+fn open_connections_at_stop(
+    b: &Bench,
+    probe: Probe,
+) -> (Vec<u16>, (ExitStatus, Vec<Value>, String)) {
     let listener =
         b.s.run(|| TcpListener::bind((SERVER_IP, PORT)).expect("listen"));
     let stop = AtomicBool::new(false);
     let mut client_ports = Vec::new();
-    let (status, records, log) = std::thread::scope(|sc| {
+    let stopped = std::thread::scope(|sc| {
         sc.spawn(|| {
             listener.set_nonblocking(true).expect("nonblocking");
             let mut conns = Vec::new();
@@ -129,19 +150,15 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
         drop(streams);
         r
     });
-    assert!(status.success(), "SIGTERM must exit 0: {status}\n{log}");
-    assert!(log.contains("XDP program detached"), "{log}");
+    (client_ports, stopped)
+}
 
-    // nfcapd writes its file on SIGTERM.
-    signal(b.children[nfcapd_idx].id(), libc::SIGTERM);
-    let _ = wait_exit(
-        b.children[nfcapd_idx].child(),
-        Duration::from_secs(10),
-        "nfcapd",
-    );
+/// What nfcapd wrote to `flows_dir` (read by nfdump) has every connection
+/// of `client_ports` with the packets of the probe's JSON record of it.
+fn collector_has_every_connection(flows_dir: &Path, records: &[Value], client_ports: &[u16]) {
     let out = Command::new("nfdump")
         .arg("-R")
-        .arg(&flows_dir)
+        .arg(flows_dir)
         .args(["-o", "json"])
         .output()
         .expect("nfdump");
@@ -160,7 +177,7 @@ fn sighup_adds_a_collector_and_sigterm_flushes_every_active_flow() {
         CONNS,
         "one record per open connection in the JSON output"
     );
-    for port in &client_ports {
+    for port in client_ports {
         let hit = collected.iter().find(|r| {
             r["proto"] == 6
                 && ((r["src_port"] == *port && r["dst_port"] == PORT)
@@ -239,7 +256,10 @@ fn runs_as_the_configured_user_and_still_captures() {
             while Instant::now() < end {
                 if let Ok((mut c, _)) = listener.accept() {
                     let _ = c.write_all(b"hello back\n");
-                    std::thread::sleep(Duration::from_millis(200));
+                    // Open until the client has its answer and closes.
+                    let _ = c.set_nonblocking(false);
+                    let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+                    let _ = c.read_to_end(&mut Vec::new());
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(10));
@@ -253,7 +273,12 @@ fn runs_as_the_configured_user_and_still_captures() {
             .expect("connect")
         });
         s.write_all(b"hello\n").expect("write");
-        std::thread::sleep(Duration::from_millis(300));
+        // The answer back: the data went both ways past the probe.
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut back = [0u8; 11];
+        s.read_exact(&mut back).expect("the server's answer");
+        assert_eq!(&back, b"hello back\n");
         s.local_addr().expect("addr").port()
     });
     let (status, records, log) = probe.stop();

@@ -65,6 +65,21 @@ fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
     false
 }
 
+/// Scrapes until `cond` holds on the answer (bounded: 10 s).
+fn scrape_until(addr: SocketAddr, what: &str, cond: impl Fn(&str) -> bool) -> String {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = scrape(addr);
+        if cond(&text) {
+            return text;
+        }
+        assert!(Instant::now() < end, "{what} never seen in\n{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const ACCEPTED: &str = "xdprobe_metrics_http_connections_total{outcome=\"accepted\"}";
+
 fn metric(text: &str, needle: &str) -> u64 {
     text.lines()
         .find(|l| l.starts_with(needle))
@@ -78,9 +93,10 @@ fn idle_connections_do_not_delay_scrapes() {
     let srv = server(Limits::default());
     // One idle connection: the scrape is answered while it is still open
     // (the old server waited out its 2 s read timeout first).
+    // The listen queue is first in, first out: the server has accepted
+    // the idle connection by the time it accepts the scrape (counted).
     let mut idle = TcpStream::connect(srv.addr).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
-    scrape(srv.addr);
+    assert_eq!(metric(&scrape(srv.addr), ACCEPTED), 2);
     assert!(
         still_open(&mut idle),
         "the scrape waited for the idle client to be dropped"
@@ -91,7 +107,6 @@ fn idle_connections_do_not_delay_scrapes() {
     let mut idle: Vec<TcpStream> = (0..50)
         .map(|_| TcpStream::connect(srv.addr).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_millis(50));
     for _ in 0..10 {
         scrape(srv.addr);
     }
@@ -202,8 +217,10 @@ fn a_flood_past_the_connection_limit_closes_the_oldest_not_the_scraper() {
     let mut flood: Vec<TcpStream> = (0..20)
         .map(|_| TcpStream::connect(srv.addr).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_millis(100));
+    // Accepted in the order they queued (and the oldest evicted then):
+    // the scrape comes after all 20.
     let text = scrape(srv.addr);
+    assert_eq!(metric(&text, ACCEPTED), 21);
     // 21 connections into 8 places: the 13 oldest were closed.
     assert_eq!(
         metric(
@@ -229,13 +246,11 @@ fn a_client_that_never_reads_is_cut_off_at_the_lifetime() {
     s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
     let _ = s.write_all(&req);
     scrape(srv.addr);
-    std::thread::sleep(Duration::from_millis(1500));
-    let text = scrape(srv.addr);
-    assert!(
+    // Cut off once its lifetime (1 s) is over: polled, at most 10 s.
+    scrape_until(srv.addr, "an expired connection", |text| {
         metric(
-            &text,
-            "xdprobe_metrics_http_connections_total{outcome=\"expired\"}"
-        ) >= 1,
-        "{text}"
-    );
+            text,
+            "xdprobe_metrics_http_connections_total{outcome=\"expired\"}",
+        ) >= 1
+    });
 }

@@ -6,6 +6,8 @@
 //! (the suite itself never needs it). Without it this test does nothing.
 
 mod common;
+// The oracle reads a capture's time order with the rig's scan.
+mod live_support;
 mod oracle;
 
 use std::path::Path;

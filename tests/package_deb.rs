@@ -43,7 +43,7 @@ fn systemd_is_pid1() -> bool {
 
 #[test]
 fn the_package_installs_runs_its_units_and_purges_clean() {
-    if !require_root("the_package_installs_runs_its_units_and_purges_clean") {
+    if !require_root!() {
         return;
     }
     let tools = [

@@ -304,6 +304,18 @@ fn a_worker_without_packets_still_ends_its_flows_on_packet_time() {
     // not at the end of the input.
     let bytes = std::fs::read(&file).expect("read capture");
     let cut = 24 + (2 + 98 * 100) * (16 + quiet.len());
+    quiet_record_before_the_rest(&bytes, cut, t0, &is_quiet);
+}
+
+/// `xdprobe pcap -` fed `bytes[..cut]` (its first 100 s after `t0`), then
+/// held: the record `is_quiet` picks comes out before the rest is fed, and
+/// only records of flows that ended in those 100 s came with it.
+fn quiet_record_before_the_rest(
+    bytes: &[u8],
+    cut: usize,
+    t0: u64,
+    is_quiet: &dyn Fn(&Value) -> bool,
+) {
     let mut child = xdprobe()
         .args(["pcap", "-", "--format", "json", "--workers", "2"])
         .stdin(Stdio::piped())

@@ -85,8 +85,7 @@ fn log_of(p: &Path) -> String {
 
 #[test]
 fn prometheus_scrapes_the_probe_and_the_manager() {
-    if !require_root("prometheus_scrapes_the_probe_and_the_manager") || !require_tool("prometheus")
-    {
+    if !require_root!() || !require_tool("prometheus") {
         return;
     }
     let tmp = TempDir::new("prometheus");
@@ -297,17 +296,28 @@ fn settle(probe: &Probe, ns: &NetNs, to_workers: u64, udp_url: &str) -> String {
 
 /// The messages the probe says it sent to the UDP collector are the
 /// datagrams the test's socket received (the count is published each
-/// second: before ≤ received ≤ after).
+/// second, after the sends, and loopback delivers at once: before ≤
+/// received ≤ after, the last polled until the next publication).
 fn datagrams_match(probe: &Probe, ns: &NetNs, udp: &UdpSocket, url: &str) {
-    let before = metric(&probe.metrics(ns), "xdprobe_export_messages_total", url);
-    std::thread::sleep(Duration::from_millis(300));
+    let messages = || metric(&probe.metrics(ns), "xdprobe_export_messages_total", url);
+    let before = messages();
     let mut buf = [0u8; 65_536];
     let mut received = 0u64;
     while udp.recv(&mut buf).is_ok() {
         received += 1;
     }
-    std::thread::sleep(Duration::from_millis(1300));
-    let after = metric(&probe.metrics(ns), "xdprobe_export_messages_total", url);
+    let after = poll(
+        Duration::from_secs(10),
+        "the message count published",
+        || {
+            let after = messages();
+            if after >= received {
+                Ok(after)
+            } else {
+                Err(format!("{after} published, {received} received"))
+            }
+        },
+    );
     assert!(
         before <= received && received <= after && before > 0,
         "messages {before}..{after}, datagrams received {received}"

@@ -286,14 +286,7 @@ fn finish(rep: &Report) {
 }
 
 fn repo_captures() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/ts_rtt");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
-        .collect();
-    v.sort();
-    v
+    captures_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/ts_rtt"))
 }
 
 #[test]

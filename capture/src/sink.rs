@@ -41,14 +41,9 @@ pub trait Companion: Send + 'static {
     /// Writes one of its lines (and what follows it); returns how many
     /// lines it wrote.
     fn item(&mut self, item: Self::Item, out: &mut dyn Write) -> std::io::Result<u64>;
-    /// After the wire record `rec`, just written as the JSON line `line`:
-    /// writes what follows it; returns how many lines it wrote.
-    fn after_record(
-        &mut self,
-        rec: &FlowRecord,
-        line: &[u8],
-        out: &mut dyn Write,
-    ) -> std::io::Result<u64>;
+    /// After the wire record `rec`, just written as its JSON line: writes
+    /// what follows it; returns how many lines it wrote.
+    fn after_record(&mut self, rec: &FlowRecord, out: &mut dyn Write) -> std::io::Result<u64>;
 }
 
 /// No companion: wire records only.
@@ -57,12 +52,7 @@ impl Companion for () {
     fn item(&mut self, item: Infallible, _: &mut dyn Write) -> std::io::Result<u64> {
         match item {}
     }
-    fn after_record(
-        &mut self,
-        _: &FlowRecord,
-        _: &[u8],
-        _: &mut dyn Write,
-    ) -> std::io::Result<u64> {
+    fn after_record(&mut self, _: &FlowRecord, _: &mut dyn Write) -> std::io::Result<u64> {
         Ok(0)
     }
 }
@@ -224,9 +214,7 @@ impl<C: Companion> JsonWriter<C> {
                 self.line.write(&rec)?;
                 self.out.write_all(self.line.get_mut())?;
                 self.n += 1;
-                self.n += self
-                    .companion
-                    .after_record(&rec, self.line.get_mut(), &mut self.out)?;
+                self.n += self.companion.after_record(&rec, &mut self.out)?;
             }
             JsonItem::Other(item) => self.n += self.companion.item(item, &mut self.out)?,
         }

@@ -98,11 +98,12 @@ pub struct LegStats {
 }
 
 /// splitmix64 (Steele, Lea, Flood: "Fast splittable pseudorandom number
-/// generators", OOPSLA 2014): tiny, seedable, good enough for a loss coin.
-struct Rng(u64);
+/// generators", OOPSLA 2014): tiny, seedable, good enough for a loss coin
+/// (and for the live tests' reproducible DNS query IDs).
+pub struct Rng(pub u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -115,7 +116,7 @@ impl Rng {
         if pct <= 0.0 {
             return false;
         }
-        let unit = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        let unit = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         unit * 100.0 < pct
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 use xdprobe_dataplane::FlowRecord;
-use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
+use xdprobe_exporter::{CollectorSpec, ExporterConfig};
 use xdprobe_test_support::TempDir;
 use xdprobe_test_support::collectors::{Nfcapd, nfdump, start_udp_collector, wait_udp_drained};
 
@@ -22,17 +22,8 @@ fn export(url: &str, recs: &[FlowRecord]) {
         collectors: vec![CollectorSpec::parse(url).unwrap()],
         ..ExporterConfig::default()
     };
-    let ex = Exporter::spawn(cfg).unwrap();
-    let tx = ex.sender();
-    for (i, r) in recs.iter().enumerate() {
-        tx.send_blocking(*r);
-        // Pace a little: a collector's socket buffer is finite.
-        if i % 100 == 99 {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-    drop(tx);
-    let stats = ex.shutdown().unwrap();
+    // Paced a little: a collector's socket buffer is finite.
+    let stats = export_paced(cfg, recs, |i| i % 100 == 99, Duration::from_millis(5));
     assert_eq!(stats.collectors[0].not_sent, 0);
 }
 

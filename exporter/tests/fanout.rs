@@ -66,12 +66,18 @@ fn fan_out_and_reconfigure() {
     for i in 0..100 {
         tx.send_blocking(tcp_record(i));
     }
-    std::thread::sleep(Duration::from_millis(200));
+    // A has the first 100 before B is added, and both have the next 150
+    // before A is taken away.
+    wait_stats(&ex, |s| {
+        s.collectors.first().is_some_and(|c| c.records == 100)
+    });
     ex.reconfigure(vec![url(&a), url(&b)]).unwrap();
     for i in 100..250 {
         tx.send_blocking(tcp_record(i));
     }
-    std::thread::sleep(Duration::from_millis(200));
+    wait_stats(&ex, |s| {
+        s.collectors.len() == 2 && s.collectors.iter().all(|c| c.records >= 150)
+    });
     // A bad URL is refused and leaves the running set alone.
     let bad = CollectorSpec {
         mode: xdprobe_exporter::Mode::Biflow,

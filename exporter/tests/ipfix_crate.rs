@@ -10,11 +10,7 @@
 
 mod common;
 
-use std::sync::mpsc;
-use std::time::Duration;
-
 use common::*;
-use ipfix::{IpfixConsumer, IpfixPrinter};
 use serde_json::Value;
 use xdprobe_exporter::encode::{Encoder, ExportClock};
 use xdprobe_exporter::ie::PEN_DOCUMENTATION;
@@ -64,40 +60,6 @@ fn encode_all(
     }
     out.push(e.finish().unwrap().to_vec());
     out
-}
-
-/// Parse with the `ipfix` crate in a thread (it can loop on malformed
-/// input: a hang must fail the test, not stall it), after cutting out the
-/// observation-domain-name sets, which are returned separately.
-fn decode_all(msgs: Vec<Vec<u8>>) -> (Vec<Value>, Vec<(u32, String)>) {
-    let mut names = Vec::new();
-    let msgs: Vec<Vec<u8>> = msgs
-        .iter()
-        .map(|m| {
-            let (m, n) = strip_domain_name(m);
-            names.extend(n);
-            m
-        })
-        .collect();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut c = IpfixConsumer::new();
-        let p = IpfixPrinter::new();
-        let mut recs = Vec::new();
-        for m in &msgs {
-            let sets = c.parse_message(m).expect("ipfix crate rejected a message");
-            for s in sets {
-                for j in p.print_json(s) {
-                    recs.push(serde_json::from_str::<Value>(&j).expect("json"));
-                }
-            }
-        }
-        let _ = tx.send(recs);
-    });
-    let recs = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("ipfix crate hung or panicked");
-    (recs, names)
 }
 
 fn decode(msgs: Vec<Vec<u8>>) -> Vec<Value> {

@@ -5,23 +5,10 @@
 mod common;
 
 use std::net::{TcpListener, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::tcp_record;
-use xdprobe_exporter::{CollectorSpec, ExportStats, Exporter, ExporterConfig};
-
-/// Polls the live numbers until `cond` holds (bounded: 10 s).
-fn wait(ex: &Exporter, cond: impl Fn(&ExportStats) -> bool) -> ExportStats {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let s = ex.live_stats().lock().unwrap().clone();
-        if cond(&s) {
-            return s;
-        }
-        assert!(Instant::now() < end, "live stats never got there: {s:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use common::{tcp_record, wait_stats};
+use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
 
 #[test]
 fn live_stats_follow_the_collectors() {
@@ -49,7 +36,7 @@ fn live_stats_follow_the_collectors() {
     for i in 0..40 {
         tx.send(tcp_record(i)).unwrap();
     }
-    let s = wait(&ex, |s| {
+    let s = wait_stats(&ex, |s| {
         s.records_received == 40 && s.collectors.len() == 2 && s.collectors[0].records == 40
     });
     let (u, t) = (&s.collectors[0], &s.collectors[1]);

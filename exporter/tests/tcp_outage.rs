@@ -11,12 +11,15 @@ mod common;
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
-use std::sync::mpsc;
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+    mpsc,
+};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::*;
-use ipfix::{IpfixConsumer, IpfixPrinter};
 use serde_json::Value;
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
 
@@ -25,12 +28,16 @@ use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
 struct Reader {
     stop: mpsc::Sender<()>,
     thread: JoinHandle<Vec<u8>>,
+    /// Bytes read so far.
+    read: Arc<AtomicU64>,
 }
 
 impl Reader {
     fn start(port: u16) -> Reader {
         let l = TcpListener::bind(("127.0.0.1", port)).expect("rebind collector port");
         let (stop, stop_rx) = mpsc::channel::<()>();
+        let read = Arc::new(AtomicU64::new(0));
+        let counter = read.clone();
         let thread = std::thread::spawn(move || {
             l.set_nonblocking(true).unwrap();
             let deadline = Instant::now() + Duration::from_secs(120);
@@ -51,14 +58,21 @@ impl Reader {
                     },
                     Some(s) => match s.read(&mut buf) {
                         Ok(0) => break,
-                        Ok(n) => bytes.extend_from_slice(&buf[..n]),
+                        Ok(n) => {
+                            bytes.extend_from_slice(&buf[..n]);
+                            counter.fetch_add(n as u64, Ordering::Relaxed);
+                        }
                         Err(_) => {}
                     },
                 }
             }
             bytes
         });
-        Reader { stop, thread }
+        Reader { stop, thread, read }
+    }
+
+    fn read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
     }
 
     fn stop(self) -> Vec<u8> {
@@ -74,39 +88,15 @@ impl Reader {
 /// Source ports of the flow records in one connection's byte stream. Also
 /// checks that the connection carried the observation name exactly once.
 fn ports_of(stream: Vec<u8>) -> Vec<u64> {
-    let mut names = Vec::new();
-    let msgs: Vec<Vec<u8>> = split_ipfix(&stream)
-        .iter()
-        .map(|m| {
-            let (m, n) = strip_domain_name(m);
-            names.extend(n);
-            m
-        })
-        .collect();
+    let (recs, names) = decode_all(split_ipfix(&stream));
     assert_eq!(
         names,
         vec![(1, NAME.to_string())],
         "one name record per connection, with its templates"
     );
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut c = IpfixConsumer::new();
-        let p = IpfixPrinter::new();
-        let mut ports = Vec::new();
-        for m in msgs {
-            for set in c.parse_message(&m).expect("ipfix crate rejected a message") {
-                for j in p.print_json(set) {
-                    let v: Value = serde_json::from_str(&j).unwrap();
-                    if let Some(port) = v.get("sourceTransportPort").and_then(Value::as_u64) {
-                        ports.push(port);
-                    }
-                }
-            }
-        }
-        let _ = tx.send(ports);
-    });
-    rx.recv_timeout(Duration::from_secs(20))
-        .expect("decoder hung or panicked")
+    recs.iter()
+        .filter_map(|v| v.get("sourceTransportPort").and_then(Value::as_u64))
+        .collect()
 }
 
 const NAME: &str = "xdprobe test: outage";
@@ -135,7 +125,12 @@ fn thirty_second_outage_loses_nothing_and_keeps_order() {
         tx.send(*r).expect("channel has room");
         std::thread::sleep(Duration::from_millis(1));
     }
-    std::thread::sleep(Duration::from_secs(1));
+    // All 300 sent, and every byte sent read, before the collector goes.
+    wait_stats(&ex, |s| {
+        s.collectors
+            .first()
+            .is_some_and(|c| c.records == 300 && c.octets == reader.read())
+    });
     let first = reader.stop();
 
     // Phase 2: collector down for 30 s while records keep coming.
@@ -178,7 +173,11 @@ fn overflow_beyond_the_buffer_is_counted_and_the_rest_arrives() {
     for r in &recs {
         tx.send_blocking(*r);
     }
-    std::thread::sleep(Duration::from_millis(300));
+    // Every record reached the buffer (and the oldest 150 fell out of it)
+    // before the collector comes up.
+    wait_stats(&ex, |s| {
+        s.collectors.first().is_some_and(|c| c.not_sent == 150)
+    });
     let reader = Reader::start(port);
     drop(tx);
     let stats = ex.shutdown().unwrap();

@@ -8,7 +8,7 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 use common::*;
-use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};
+use xdprobe_exporter::{CollectorSpec, ExporterConfig};
 use xdprobe_test_support::collectors::{tshark_cflow, tshark_cflow_field};
 
 /// tshark's view of what a collector received.
@@ -55,16 +55,7 @@ fn export_named(
         observation_name: observation_name.map(str::to_string),
         ..ExporterConfig::default()
     };
-    let ex = Exporter::spawn(cfg).unwrap();
-    let tx = ex.sender();
-    for (i, r) in recs.iter().enumerate() {
-        tx.send_blocking(*r);
-        if i % 50 == 0 {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    drop(tx);
-    let stats = ex.shutdown().unwrap();
+    let stats = export_paced(cfg, recs, |i| i % 50 == 0, Duration::from_millis(20));
     let dgrams = recv_all(&sock, Duration::from_millis(300));
     assert_eq!(dgrams.len() as u64, stats.collectors[0].messages);
     assert!(

@@ -33,21 +33,23 @@ use xdprobe_dataplane::source::afxdp::{BindMode, XskError, XskOptions, XskSocket
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ExporterError, ProbeCounters};
 
 use xdprobe_capture::{
-    sink::{RecordSink, spawn_json_writer},
+    sink::{JsonSender, RecordSink, spawn_json_writer},
     worker::queue::{Control, QueueWorker, Snapshot},
     xdp::{AttachMode, XdpError, XdpFilter, XdpOptions, XdpProgram},
 };
 
 use crate::prom::{Limits, Metrics, MetricsServer};
 use export::ExportCollector;
-use join::{Joining, JsonItem};
+use join::{HostLine, Joining, JsonItem};
 use privs::PrivError;
+use reload::reload;
 use report::{QueueReport, Report, ReportCollector, TsRttSummary};
 
 mod export;
 pub mod host;
 pub mod join;
 pub mod privs;
+mod reload;
 pub mod report;
 
 #[derive(Debug, thiserror::Error)]
@@ -397,25 +399,18 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
         probe_counters: Some(probe_counters.clone()),
         ..exporter_config(&cfg)?
     })?;
-    let json = match (&opts.json, json_file) {
-        (Some(JsonOut::Stdout), _) => Some(
-            spawn_json_writer(
-                Box::new(std::io::stdout()),
-                cfg.export.channel_capacity,
-                Joining::new(host_probes.is_some()),
-            )
-            .map_err(DaemonError::Thread)?,
-        ),
-        (Some(JsonOut::File(_)), Some(f)) => Some(
-            spawn_json_writer(
-                Box::new(f),
-                cfg.export.channel_capacity,
-                Joining::new(host_probes.is_some()),
-            )
-            .map_err(DaemonError::Thread)?,
-        ),
+    let out: Option<Box<dyn Write + Send>> = match (&opts.json, json_file) {
+        (Some(JsonOut::Stdout), _) => Some(Box::new(std::io::stdout())),
+        (Some(JsonOut::File(_)), Some(f)) => Some(Box::new(f)),
         _ => None,
     };
+    let json = out
+        .map(|out| {
+            let joining = Joining::new(host_probes.is_some());
+            spawn_json_writer(out, cfg.export.channel_capacity, joining)
+        })
+        .transpose()
+        .map_err(DaemonError::Thread)?;
     let control = Arc::new(Control::default());
     let conns = host_probes
         .as_ref()
@@ -438,80 +433,139 @@ pub fn run(opts: &RunOptions) -> Result<(), DaemonError> {
         _ => None,
     };
     let report = Arc::new(Mutex::new(Report::default()));
+    let _prom = serve_metrics(metrics, &report, &exporter, host.as_ref())?;
+    tracing::info!(workers = running.threads.len(), "xdprobe running");
+    let daemon = Daemon {
+        cfg,
+        captures,
+        running,
+        report,
+        exporter,
+        control,
+        host,
+        json,
+    };
+    daemon.supervise(opts, &signals, &probe_counters);
+    daemon.stop()
+}
+
+/// What runs once the daemon is up: what the loop watches and the
+/// shutdown takes down, in that order.
+struct Daemon {
+    cfg: Config,
+    captures: Vec<Capture>,
+    running: Running,
+    report: Arc<Mutex<Report>>,
+    exporter: Exporter,
+    control: Arc<Control>,
+    host: Option<host::HostAgent>,
+    json: Option<(JsonSender<HostLine>, JoinHandle<u64>)>,
+}
+
+/// The metrics endpoint over the report, the exporter's and the host
+/// agent's counters; `None` when `[metrics]` is off (`bound` is `None`).
+fn serve_metrics(
+    bound: Option<(std::net::TcpListener, std::net::SocketAddr)>,
+    report: &Arc<Mutex<Report>>,
+    exporter: &Exporter,
+    host: Option<&host::HostAgent>,
+) -> Result<Option<MetricsServer>, DaemonError> {
+    let Some((l, _)) = bound else {
+        return Ok(None);
+    };
     let registry = Metrics::new();
     registry.register(ReportCollector(report.clone()));
     registry.register_summary(TsRttSummary(report.clone()));
     registry.register(ExportCollector(exporter.live_stats()));
-    if let Some(h) = &host {
+    if let Some(h) = host {
         registry.register(host::HostCollector(h.metrics.clone()));
     }
-    let _prom = match metrics {
-        Some((l, _)) => Some(
-            MetricsServer::start(l, registry.clone(), Limits::default())
-                .map_err(DaemonError::Metrics)?,
-        ),
-        None => None,
-    };
-    tracing::info!(workers = running.threads.len(), "xdprobe running");
+    MetricsServer::start(l, registry, Limits::default())
+        .map(Some)
+        .map_err(DaemonError::Metrics)
+}
 
-    let mut log_interval = cfg.probe.log_interval;
-    let mut last_log = Instant::now();
-    let mut last_report = Instant::now();
-    while !signals.term.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(50));
-        if last_report.elapsed() >= Duration::from_secs(1) {
-            last_report = Instant::now();
-            refresh_report(&report, &captures, &running);
-            if let Ok(r) = report.lock() {
-                let (ignored, evicted, frag_evicted) = r.probe_totals();
-                probe_counters.store(ignored, evicted, frag_evicted);
+impl Daemon {
+    /// Until SIGTERM/SIGINT: the report every second, the log line every
+    /// `log_interval`, a reload on SIGHUP.
+    fn supervise(&self, opts: &RunOptions, signals: &Signals, probe_counters: &ProbeCounters) {
+        let Daemon {
+            cfg,
+            captures,
+            running,
+            report,
+            exporter,
+            control,
+            ..
+        } = self;
+        let mut log_interval = cfg.probe.log_interval;
+        let mut last_log = Instant::now();
+        let mut last_report = Instant::now();
+        while !signals.term.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(50));
+            if last_report.elapsed() >= Duration::from_secs(1) {
+                last_report = Instant::now();
+                refresh_report(report, captures, running);
+                if let Ok(r) = report.lock() {
+                    let (ignored, evicted, frag_evicted) = r.probe_totals();
+                    probe_counters.store(ignored, evicted, frag_evicted);
+                }
+            }
+            if last_log.elapsed() >= log_interval {
+                last_log = Instant::now();
+                log_line(report);
+            }
+            if signals.hup.swap(false, Ordering::AcqRel) {
+                reload(&opts.config, cfg, exporter, control, &mut log_interval);
             }
         }
-        if last_log.elapsed() >= log_interval {
-            last_log = Instant::now();
-            log_line(&report);
-        }
-        if signals.hup.swap(false, Ordering::AcqRel) {
-            reload(&opts.config, &cfg, &exporter, &control, &mut log_interval);
-        }
     }
 
-    tracing::info!("stopping: detaching XDP, flushing flows");
-    for c in &mut captures {
-        if let Err(e) = c.prog.detach() {
-            tracing::warn!(iface = c.prog.iface(), error = %e, "detach failed");
+    /// Detaches XDP, lets the workers flush their flows, then stops the
+    /// host agent, the exporter and the JSON writer, in that order.
+    fn stop(self) -> Result<(), DaemonError> {
+        let Daemon {
+            mut captures,
+            running,
+            report,
+            exporter,
+            control,
+            host,
+            json,
+            ..
+        } = self;
+        tracing::info!("stopping: detaching XDP, flushing flows");
+        for c in &mut captures {
+            if let Err(e) = c.prog.detach() {
+                tracing::warn!(iface = c.prog.iface(), error = %e, "detach failed");
+            }
         }
-    }
-    control.stop_rx.store(true, Ordering::Release);
-    let mut finals = Vec::new();
-    for t in running.threads {
-        match t.join() {
-            Ok(s) => finals.push(s),
-            Err(_) => tracing::error!("a worker thread panicked"),
+        control.stop_rx.store(true, Ordering::Release);
+        for t in running.threads {
+            if t.join().is_err() {
+                tracing::error!("a worker thread panicked");
+            }
         }
-    }
-    refresh_report(
-        &report,
-        &captures,
-        &Running {
+        let joined = Running {
             threads: Vec::new(),
             queues: running.queues,
-        },
-    );
-    log_line(&report);
-    if let Some(h) = host {
-        h.stop();
-    }
-    let stats = exporter.shutdown()?;
-    tracing::info!(%stats, "exporter stopped");
-    if let Some((tx, handle)) = json {
-        drop(tx);
-        if let Ok(n) = handle.join() {
-            tracing::info!(records = n, "JSON output closed");
+        };
+        refresh_report(&report, &captures, &joined);
+        log_line(&report);
+        if let Some(h) = host {
+            h.stop();
         }
+        let stats = exporter.shutdown()?;
+        tracing::info!(%stats, "exporter stopped");
+        if let Some((tx, handle)) = json {
+            drop(tx);
+            if let Ok(n) = handle.join() {
+                tracing::info!(records = n, "JSON output closed");
+            }
+        }
+        let _ = std::io::stdout().flush();
+        Ok(())
     }
-    let _ = std::io::stdout().flush();
-    Ok(())
 }
 
 fn open_json(p: &Path) -> Result<std::fs::File, DaemonError> {
@@ -519,61 +573,4 @@ fn open_json(p: &Path) -> Result<std::fs::File, DaemonError> {
         path: p.display().to_string(),
         source,
     })
-}
-
-/// SIGHUP: apply what can change without re-attaching.
-fn reload(
-    path: &Path,
-    old: &Config,
-    exporter: &Exporter,
-    control: &Control,
-    log_interval: &mut Duration,
-) {
-    let new = match xdprobe_config::load(path) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!("reload: config invalid, keeping the running one:\n{e}");
-            return;
-        }
-    };
-    match collectors(&new) {
-        Ok(c) => match exporter.reconfigure(c) {
-            Ok(()) => {
-                tracing::info!(collectors = ?new.export.collectors, "reload: collectors applied")
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "reload: collectors refused, keeping the running ones")
-            }
-        },
-        Err(e) => {
-            tracing::error!(error = %e, "reload: collectors refused, keeping the running ones")
-        }
-    }
-    *log_interval = new.probe.log_interval;
-    let (mut fresh, running) = (flow_config(&new), flow_config(old));
-    let timeouts = |c: &FlowConfig| (c.idle_timeout, c.active_timeout, c.tcp_linger);
-    if timeouts(&fresh) != timeouts(&running) {
-        if let Ok(mut slot) = control.flow_update.lock() {
-            *slot = Some(fresh.clone());
-        }
-        control.flow_generation.fetch_add(1, Ordering::AcqRel);
-        tracing::info!(
-            idle = ?fresh.idle_timeout,
-            active = ?fresh.active_timeout,
-            linger = ?fresh.tcp_linger,
-            "reload: flow timeouts applied"
-        );
-    }
-    (fresh.idle_timeout, fresh.active_timeout, fresh.tcp_linger) = timeouts(&running);
-    if fresh != running {
-        tracing::warn!("reload: [flow] capacity / npm changes take effect after a restart");
-    }
-    if new.interfaces != old.interfaces
-        || new.filter != old.filter
-        || new.probe.mode != old.probe.mode
-    {
-        tracing::warn!(
-            "reload: interface, queue, filter or mode changes need a restart (re-attach)"
-        );
-    }
 }

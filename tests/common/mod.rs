@@ -78,7 +78,7 @@ pub fn extra_captures() -> Vec<PathBuf> {
         .collect()
 }
 
-fn captures_in(dir: &Path) -> Vec<PathBuf> {
+pub fn captures_in(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))

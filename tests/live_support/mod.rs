@@ -1,7 +1,7 @@
 //! Helpers for the privileged live-capture tests: crafted frames of every
-//! encapsulation (`frames`), the probe (`probe`), the
-//! capture rig (`rig`), topologies with the demo's bridge (`topo`) and
-//! traffic (`traffic`). The root check and network namespaces come from the
+//! encapsulation (`frames`), the probe (`probe`), the capture rig (`rig`)
+//! and the time order of its captures (`order`), topologies with the
+//! demo's bridge (`topo`) and traffic (`traffic`). The root check and network namespaces come from the
 //! workspace's test-support crate.
 #![allow(
     dead_code,
@@ -10,6 +10,7 @@
 )]
 
 pub mod frames;
+pub mod order;
 pub mod probe;
 pub mod rig;
 pub mod topo;

@@ -128,7 +128,7 @@ impl Rig {
             self.settle();
             b.stop_tcpdump(td);
             drop(b);
-            let (within, late) = inversions(&out);
+            let (within, late) = order::inversions(&out).unwrap_or((false, false));
             if !(within && late) || attempt == 3 {
                 break;
             }
@@ -156,24 +156,4 @@ impl Rig {
     }
 }
 
-/// Whether a capture's timestamps go back by at most the probe's
-/// time-order window somewhere, and by more somewhere.
-fn inversions(file: &Path) -> (bool, bool) {
-    use xdprobe_dataplane::source::{pcap::PcapReader, reorder::WINDOW_NS};
-    let Ok(mut r) = PcapReader::open(file) else {
-        return (false, false);
-    };
-    let (mut newest, mut within, mut late) = (0u64, false, false);
-    while let Ok(Some(p)) = r.next_packet() {
-        let t = p.ts.as_nanos();
-        if t < newest {
-            if t.saturating_add(WINDOW_NS) < newest {
-                late = true;
-            } else {
-                within = true;
-            }
-        }
-        newest = newest.max(t);
-    }
-    (within, late)
-}
+use super::order;

@@ -9,14 +9,10 @@ pub mod flows;
 pub mod rules;
 pub mod tshark;
 
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-use xdprobe_dataplane::source::pcap::PcapReader;
-use xdprobe_dataplane::source::reorder::WINDOW_NS;
-
-use serde_json::Value;
 
 /// One capture as tshark sees it.
 pub struct Oracle {
@@ -73,20 +69,7 @@ pub enum TimeOrder {
 }
 
 pub fn time_order(file: &Path) -> TimeOrder {
-    let mut r = PcapReader::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    let (mut newest, mut within, mut late) = (0u64, false, false);
-    while let Ok(Some(p)) = r.next_packet() {
-        let t = p.ts.as_nanos();
-        if t < newest {
-            if t.saturating_add(WINDOW_NS) < newest {
-                late = true;
-            } else {
-                within = true;
-            }
-        }
-        newest = newest.max(t);
-    }
-    match (within, late) {
+    match crate::live_support::order::inversions(file).unwrap_or_else(|e| panic!("{e}")) {
         (false, false) => TimeOrder::InOrder,
         (true, false) => TimeOrder::WithinWindow,
         (false, true) => TimeOrder::LateOnly,

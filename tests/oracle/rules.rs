@@ -78,8 +78,23 @@ pub struct Hit {
     pub rule: Rule,
 }
 
-fn before(a: u32, b: u32) -> bool {
+pub fn before(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
+}
+
+/// The sequence space a segment takes: its payload, one for a SYN, one
+/// for a FIN (RFC 9293 §3.4, SEG.LEN).
+pub fn seg_len(p: &Pkt) -> u32 {
+    p.len + u32::from(p.flags & F_SYN != 0) + u32::from(p.flags & F_FIN != 0)
+}
+
+/// Spec §3's expected SEQ of a direction after `p` (highest SEQ +
+/// SEG.LEN, only ever forward), with the time of the segment that set it.
+pub fn advance_next(next: &mut Option<(u32, u64)>, p: &Pkt) {
+    let end = p.seq.wrapping_add(seg_len(p));
+    if next.is_none_or(|(n, _)| before(n, end)) {
+        *next = Some((end, p.ts_ns));
+    }
 }
 
 /// Per-direction adjustments for one TCP flow (index 0 = client→server).
@@ -130,7 +145,7 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
     let mut last_synack: Option<(u64, Option<u64>)> = None;
     for p in pkts {
         let d = usize::from(p.src != client);
-        let seg_len = p.len + u32::from(p.flags & F_SYN != 0) + u32::from(p.flags & F_FIN != 0);
+        let seg_len = seg_len(p);
         // Spec rule 2 (out of order) on this packet.
         let rule2 = next[d].is_some_and(|(n, t)| {
             before(p.seq, n)
@@ -204,10 +219,7 @@ pub fn tcp_exceptions(flow: &str, pkts: &[Pkt], client: &str, hits: &mut Vec<Hit
                 rule: Rule::KeepAliveAckIsDupAck,
             });
         }
-        let end = p.seq.wrapping_add(seg_len);
-        if next[d].is_none_or(|(n, _)| before(n, end)) {
-            next[d] = Some((end, p.ts_ns));
-        }
+        advance_next(&mut next[d], p);
         // Wireshark's initial_rtt: first (SYN|ACK)==ACK packet after a SYN.
         if p.flags & (F_SYN | F_ACK) == F_SYN {
             syn_seen = true;

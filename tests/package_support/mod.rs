@@ -110,24 +110,26 @@ impl Drop for Installed {
 /// Every path named like the package under the system's directories
 /// (not /tmp, /run, /proc, /sys: scratch and other tests' business).
 pub fn named_paths() -> BTreeSet<String> {
-    let out = Command::new("find")
-        .args([
-            "/etc",
-            "/usr",
-            "/var",
-            "/opt",
-            "/srv",
-            "-xdev",
-            "-path",
-            "/var/tmp",
-            "-prune",
-            "-o",
-            "-name",
-            "*xdprobe*",
-            "-print",
-        ])
-        .output()
-        .expect("find");
+    find(&[
+        "/etc",
+        "/usr",
+        "/var",
+        "/opt",
+        "/srv",
+        "-xdev",
+        "-path",
+        "/var/tmp",
+        "-prune",
+        "-o",
+        "-name",
+        "*xdprobe*",
+        "-print",
+    ])
+}
+
+/// The paths find(1) prints for `args`.
+fn find<T: FromIterator<String>>(args: &[&str]) -> T {
+    let out = Command::new("find").args(args).output().expect("find");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(str::to_owned)
@@ -137,16 +139,9 @@ pub fn named_paths() -> BTreeSet<String> {
 /// Paths owned by `uid` under the system's directories.
 pub fn owned_by(uid: u32) -> Vec<String> {
     let uid = uid.to_string();
-    let out = Command::new("find")
-        .args([
-            "/etc", "/usr", "/var", "/opt", "/srv", "/run", "-xdev", "-uid", &uid, "-print",
-        ])
-        .output()
-        .expect("find");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
+    find(&[
+        "/etc", "/usr", "/var", "/opt", "/srv", "/run", "-xdev", "-uid", &uid, "-print",
+    ])
 }
 
 /// (mode & 0o7777, owner name, group name) of `path`.

@@ -13,6 +13,8 @@ use super::sandbox::Sandbox;
 use super::unit::{self, Unit};
 use super::{cap_mask, proc_status};
 use crate::live_support::{NetNs, frames, probe::metric};
+/// Polls until a condition or a limit (the test kit's).
+pub use xdprobe_test_support::wait_for;
 
 /// One started command: the child and its log (the journal's stand-in).
 pub struct Started {
@@ -117,15 +119,6 @@ pub fn scrape(ns: &NetNs, port: u16) -> String {
         assert!(body.starts_with("HTTP/1.0 200"), "{body}");
         body
     })
-}
-
-/// Polls until `cond` or `limit`.
-pub fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// What a process runs with, as the kernel shows it.

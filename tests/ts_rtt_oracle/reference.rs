@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::Command;
 
+use crate::oracle::tshark::ts_ns;
+
 const FIELDS: &[&str] = &[
     "frame.time_epoch",
     "tcp.stream",
@@ -68,13 +70,6 @@ pub struct RefStream {
     pub dirs: [RefDir; 2],
     /// A SYN was captured: the handshake can be measured.
     pub saw_syn: bool,
-}
-
-/// "1700000000.123456789" → ns, without float rounding.
-fn ts_ns(s: &str) -> u64 {
-    let (a, b) = s.split_once('.').unwrap_or((s, ""));
-    let frac: String = b.chars().chain(std::iter::repeat('0')).take(9).collect();
-    a.parse::<u64>().unwrap_or(0) * 1_000_000_000 + frac.parse::<u64>().unwrap_or(0)
 }
 
 fn modular_before(a: u32, b: u32) -> bool {

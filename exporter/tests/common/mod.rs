@@ -7,9 +7,29 @@
 )]
 
 use std::net::IpAddr;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ipfix::{IpfixConsumer, IpfixPrinter};
+use serde_json::Value;
 
 use xdprobe_dataplane::flow::record::{DirStats, Npm, TsRttLeg, TsRttRecord};
 use xdprobe_dataplane::{EndReason, FlowRecord, Timestamp};
+use xdprobe_exporter::{ExportStats, Exporter, ExporterConfig};
+
+/// Polls the exporter's live numbers until `cond` holds (bounded: 10 s):
+/// a test waits for what it needs, not for a fixed time.
+pub fn wait_stats(ex: &Exporter, cond: impl Fn(&ExportStats) -> bool) -> ExportStats {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = ex.live_stats().lock().unwrap().clone();
+        if cond(&s) {
+            return s;
+        }
+        assert!(Instant::now() < end, "live stats never got there: {s:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
 
 /// 2024-03-01T12:00:00Z in Unix seconds.
 pub const T0: u64 = 1_709_294_400;
@@ -139,3 +159,58 @@ pub fn mixed_records(n: u32) -> Vec<FlowRecord> {
 
 pub use xdprobe_test_support::collect::*;
 pub use xdprobe_test_support::require_tool as require;
+
+/// Parse with the `ipfix` crate in a thread (it can loop on malformed
+/// input: a hang must fail the test, not stall it), after cutting out the
+/// observation-domain-name sets, which are returned separately.
+pub fn decode_all(msgs: Vec<Vec<u8>>) -> (Vec<Value>, Vec<(u32, String)>) {
+    let mut names = Vec::new();
+    let msgs: Vec<Vec<u8>> = msgs
+        .iter()
+        .map(|m| {
+            let (m, n) = strip_domain_name(m);
+            names.extend(n);
+            m
+        })
+        .collect();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut c = IpfixConsumer::new();
+        let p = IpfixPrinter::new();
+        let mut recs = Vec::new();
+        for m in &msgs {
+            let sets = c.parse_message(m).expect("ipfix crate rejected a message");
+            for s in sets {
+                for j in p.print_json(s) {
+                    recs.push(serde_json::from_str::<Value>(&j).expect("json"));
+                }
+            }
+        }
+        let _ = tx.send(recs);
+    });
+    let recs = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("ipfix crate hung or panicked");
+    (recs, names)
+}
+
+/// Exports `recs` through an exporter of `cfg`, pausing `pause` after
+/// the records whose index `pause_after` picks, and shuts it down: its
+/// final numbers.
+pub fn export_paced(
+    cfg: ExporterConfig,
+    recs: &[FlowRecord],
+    pause_after: impl Fn(usize) -> bool,
+    pause: Duration,
+) -> ExportStats {
+    let ex = Exporter::spawn(cfg).unwrap();
+    let tx = ex.sender();
+    for (i, r) in recs.iter().enumerate() {
+        tx.send_blocking(*r);
+        if pause_after(i) {
+            std::thread::sleep(pause);
+        }
+    }
+    drop(tx);
+    ex.shutdown().unwrap()
+}

@@ -36,14 +36,16 @@ impl ConnKey {
 }
 
 /// The fields of a wire record the join needs; the record itself travels
-/// along as it was.
+/// along as it was: a JSON line read from a file (`Value`, the manager),
+/// or the probe's own typed record (the daemon), written out as the
+/// joined line's `wire`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Wire {
+pub struct Wire<R = Value> {
     pub client: (IpAddr, u16),
     pub server: (IpAddr, u16),
     pub start_us: u64,
     pub end_us: u64,
-    pub record: Value,
+    pub record: R,
 }
 
 impl Wire {
@@ -68,7 +70,9 @@ impl Wire {
             record: v,
         })
     }
+}
 
+impl<R> Wire<R> {
     fn key(&self) -> ConnKey {
         ConnKey::new(self.client, self.server)
     }
@@ -86,13 +90,13 @@ pub struct Host {
 
 /// One joined record.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Joined {
+pub struct Joined<R = Value> {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub key: ConnKey,
     /// The host report's direction in the wire record's terms.
     pub direction: &'static str,
-    pub wire: Value,
+    pub wire: R,
     pub host: Value,
 }
 
@@ -117,10 +121,10 @@ impl Default for JoinConfig {
     }
 }
 
-#[derive(Debug, Default)]
-pub struct Joiner {
+#[derive(Debug)]
+pub struct Joiner<R = Value> {
     cfg: JoinConfig,
-    wires: HashMap<ConnKey, Vec<(u64, Wire)>>,
+    wires: HashMap<ConnKey, Vec<(u64, Wire<R>)>>,
     hosts: HashMap<ConnKey, Vec<(u64, Host)>>,
     /// Arrival order, for expiry and the bound: (arrival µs, key, is_wire).
     order: VecDeque<(u64, ConnKey, bool)>,
@@ -132,7 +136,20 @@ fn overlaps(a: (u64, u64), b: (u64, u64), slack: u64) -> bool {
     a.0 <= b.1.saturating_add(slack) && b.0 <= a.1.saturating_add(slack)
 }
 
-fn joined(w: &Wire, h: &Host) -> Joined {
+impl<R> Default for Joiner<R> {
+    fn default() -> Self {
+        Joiner {
+            cfg: JoinConfig::default(),
+            wires: HashMap::new(),
+            hosts: HashMap::new(),
+            order: VecDeque::new(),
+            joined: 0,
+            expired: 0,
+        }
+    }
+}
+
+fn joined<R: Clone>(w: &Wire<R>, h: &Host) -> Joined<R> {
     Joined {
         kind: "joined",
         key: w.key(),
@@ -142,8 +159,8 @@ fn joined(w: &Wire, h: &Host) -> Joined {
     }
 }
 
-impl Joiner {
-    pub fn new(cfg: JoinConfig) -> Joiner {
+impl<R: Clone> Joiner<R> {
+    pub fn new(cfg: JoinConfig) -> Self {
         Joiner {
             cfg,
             ..Joiner::default()
@@ -153,10 +170,10 @@ impl Joiner {
     /// A wire record arrived at `now_us`: joined with every held host
     /// report of its connection that overlaps it. It stays held too (both
     /// directions, and later reports of long flows, may still come).
-    pub fn wire(&mut self, w: Wire, now_us: u64) -> Vec<Joined> {
+    pub fn wire(&mut self, w: Wire<R>, now_us: u64) -> Vec<Joined<R>> {
         let key = w.key();
         let span = (w.start_us, w.end_us);
-        let out: Vec<Joined> = self
+        let out: Vec<Joined<R>> = self
             .hosts
             .get(&key)
             .into_iter()
@@ -173,10 +190,10 @@ impl Joiner {
 
     /// A host report arrived: joined with the held wire records of its
     /// connection that overlap it.
-    pub fn host(&mut self, h: Host, now_us: u64) -> Vec<Joined> {
+    pub fn host(&mut self, h: Host, now_us: u64) -> Vec<Joined<R>> {
         let key = ConnKey::new(h.sender, h.receiver);
         let span = (h.start_us, h.end_us);
-        let out: Vec<Joined> = self
+        let out: Vec<Joined<R>> = self
             .wires
             .get(&key)
             .into_iter()

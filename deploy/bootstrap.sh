@@ -15,7 +15,11 @@
 #          linux-libc-dev (syscall numbers for the test's seccomp filter),
 #          zsh and fish (completion syntax);
 #          prometheus (the real scraper of tests/prometheus_scrape.rs, and
-#          promtool), installed without starting its service.
+#          promtool), installed without starting its service;
+#          dnsmasq-base, bind9-dnsutils (dig), python3-venv (the L7 tests'
+#          DNS server and client, and the venv below).
+#   pypi:  aioquic in a venv (the L7 tests' QUIC client and server,
+#          tests/l7_support/traffic.py).
 #   rust:  the nightly toolchain's rust-src (the eBPF crate is built with
 #          -Z build-std=core), bpf-linker, cargo-fuzz (bounded fuzz run),
 #          cargo-deb (`make deb`).
@@ -28,7 +32,8 @@ APT_PKGS=(llvm-22-dev libpolly-22-dev clang libelf-dev zlib1g-dev m4 libpcap-dev
           iproute2 procps
           binutils adduser init-system-helpers man-db systemd util-linux linux-libc-dev
           zsh fish
-          prometheus)
+          prometheus
+          dnsmasq-base bind9-dnsutils python3-venv)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
@@ -79,6 +84,15 @@ fi
 if ! command -v cargo-deb >/dev/null; then
   log "cargo install cargo-deb"
   cargo install --locked cargo-deb --version 3.8.0
+fi
+
+# aioquic from PyPI, in a venv of its own (Debian's python3 refuses pip
+# installs into the system, PEP 668); tests/l7_support finds it here.
+VENV="${XDG_DATA_HOME:-$HOME/.local/share}/xdprobe/venv"
+if ! "$VENV/bin/python3" -c 'import aioquic' 2>/dev/null; then
+  log "python3 -m venv $VENV && pip install aioquic==1.7.2"
+  python3 -m venv "$VENV"
+  "$VENV/bin/python3" -m pip install -q aioquic==1.7.2
 fi
 
 # XDP/AF_XDP need locked memory; the integration tests run as root.

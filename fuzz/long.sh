@@ -14,8 +14,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"
 targets=("$@")
-((${#targets[@]})) || targets=(parse_packet l7_trackers config_text pipeline)
-declare -A runs=([parse_packet]=50000000 [l7_trackers]=30000000 [config_text]=5000000 [pipeline]=15000000)
+((${#targets[@]})) || targets=(parse_packet l7_trackers l7_parsers config_text pipeline)
+declare -A runs=([parse_packet]=50000000 [l7_trackers]=30000000 [l7_parsers]=30000000 [config_text]=5000000 [pipeline]=15000000)
 tdir="$here/target-long"
 mkdir -p "$here/logs"
 nice -n 19 cargo +nightly fuzz build -s none --target-dir "$tdir" >/dev/null

@@ -7,6 +7,11 @@
                                         knobs byte (three knob settings)
   seeds.py config_text OUTDIR FILE...   the TOML files as they are
   seeds.py l7_trackers OUTDIR           built here: a TLS and a DNS exchange
+  seeds.py l7_parsers OUTDIR FILE...    the captures' TCP/UDP payloads: each
+                                        hello, DNS message and QUIC long
+                                        header behind its parser's mode byte,
+                                        and each capture's first 32 payloads
+                                        as one engine segment sequence
 
 Unknown link types and unreadable files are skipped."""
 import hashlib, os, struct, sys
@@ -85,6 +90,56 @@ def l7_seeds():
     return [tls, dns]
 
 
+def l4_payload(lt, frame):
+    """(is_udp, sport, dport, payload) of an Ethernet or raw IP frame."""
+    if lt == 1:
+        o, etype = 14, struct.unpack(">H", frame[12:14])[0]
+        while etype in (0x8100, 0x88A8):
+            etype, o = struct.unpack(">H", frame[o + 2:o + 4])[0], o + 4
+        ip = frame[o:] if etype in (0x0800, 0x86DD) else b""
+    elif lt in (12, 14, 101, 228, 229):
+        ip = frame
+    else:
+        return None
+    if ip[:1] and ip[0] >> 4 == 4:
+        proto, ip = ip[9], ip[(ip[0] & 15) * 4:]
+    elif ip[:1] and ip[0] >> 4 == 6:
+        proto, ip = ip[6], ip[40:]
+    else:
+        return None
+    if proto == 17 and len(ip) >= 8:
+        return True, *struct.unpack(">HH", ip[:4]), ip[8:]
+    if proto == 6 and len(ip) >= 20:
+        return False, *struct.unpack(">HH", ip[:4]), ip[(ip[12] >> 4) * 4:]
+    return None
+
+
+def l7_parser_seeds(data):
+    """Seeds for fuzz_targets/l7_parsers.rs from one capture."""
+    seeds, segs = [], []
+    for lt, frame in frames(data):
+        got = l4_payload(lt, frame)
+        if not got or not got[3]:
+            continue
+        udp, sport, dport, p = got
+        if not udp and len(p) > 9 and p[0] == 22 and p[5] in (1, 2):
+            seeds.append(bytes([p[5] - 1]) + p[9:])
+        elif udp and 53 in (sport, dport):
+            seeds.append(b"\x03" + p)
+        elif udp and p[0] & 0xC0 == 0xC0:
+            seeds.append(b"\x04" + p)
+        if len(segs) < 32:
+            # flags: direction (server port the lower), UDP; seq step = the
+            # previous payload's length, 1 ms apart, payload cut to 255 bytes.
+            flags = int(sport < dport) | int(udp) << 1
+            step = 0 if udp or not segs else segs[-1][1]
+            cut = p[:255]
+            segs.append((struct.pack(">BhHB", flags, min(step, 32767), 1000, len(cut)) + cut, len(cut)))
+    if segs:
+        seeds.append(b"\x05" + b"".join(s for s, _ in segs))
+    return seeds
+
+
 def main():
     target, out, files = sys.argv[1], sys.argv[2], sys.argv[3:]
     os.makedirs(out, exist_ok=True)
@@ -104,6 +159,10 @@ def main():
             elif target == "pipeline":
                 for k in KNOBS:
                     write(out, bytes([k]) + data[:PIPELINE_BYTES])
+                    n += 1
+            elif target == "l7_parsers":
+                for seed in l7_parser_seeds(data):
+                    write(out, seed)
                     n += 1
             elif target == "config_text":
                 write(out, data)

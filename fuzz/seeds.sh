@@ -14,6 +14,8 @@ shopt -s nullglob
 case "$target" in
     config_text) files=("$repo"/deploy/*.toml "$repo"/config/tests/*.toml) ;;
     l7_trackers) files=() ;;
+    l7_parsers) files=("$repo"/tests/corpus/*.pcap "$repo"/tests/corpus/*.pcapng
+                       "$repo"/tests/corpus/l7/*.pcap "$repo"/tests/corpus/l7/*.pcapng) ;;
     *) files=("$repo"/assets/*.pcap "$repo"/tests/corpus/*.pcap "$repo"/tests/corpus/*.pcapng
               "$shared"/*.pcap "$shared"/*.pcapng) ;;
 esac

@@ -14,7 +14,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"
 secs="${FUZZ_SECONDS:-60}"
-targets=(${FUZZ_TARGETS:-parse_packet pipeline config_text l7_trackers})
+targets=(${FUZZ_TARGETS:-parse_packet pipeline config_text l7_trackers l7_parsers})
 each=$(( secs / ${#targets[@]} ))
 (( each >= 1 )) || each=1
 

@@ -6,4 +6,5 @@
 
 pub mod budget;
 pub mod daemon;
+pub mod l7_settings;
 pub mod prom;

@@ -35,7 +35,7 @@ enum Command {
     CheckConfig(cmd::check_config::CheckConfigArgs),
     /// Where inside this host's kernel each TCP flow's time goes (T1…T8),
     /// for a duration or until Ctrl-C (root).
-    Host(cmd::host::HostArgs),
+    Host(Box<cmd::host::HostArgs>),
     /// Latency of every outgoing TCP connection, with the process that made
     /// it (root).
     Connlat(cmd::connlat::ConnlatArgs),
@@ -59,7 +59,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::CheckConfig(a) => cmd::check_config::run(a),
-        Command::Host(a) => cmd::host::run(a),
+        Command::Host(a) => cmd::host::run(*a),
         Command::Connlat(a) => cmd::connlat::run(a),
         Command::Trace(a) => cmd::trace::run(a),
         Command::Manager(a) => cmd::manager::run(a),

@@ -97,6 +97,12 @@ fn manager_down_30s_then_restarts_agents_buffer_count_and_reconnect() {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
+        // The new manager admitted both (an agent's "connected" is its
+        // TCP connection; the TLS handshake and HELLO come after it).
+        m2.wait_log(
+            &["agent connected agent=a", "agent connected agent=b"],
+            Duration::from_secs(15),
+        );
         // Then agent b crashes and comes back (a new instance: measured
         // again).
         b.kill();
@@ -137,7 +143,21 @@ fn manager_down_30s_then_restarts_agents_buffer_count_and_reconnect() {
         };
         let (ba, bb) = (block("a"), block("b"));
         assert!(count(&ba, "dropped_buffer") > 0, "{ba}");
-        assert_eq!(count(&bb, "restarts"), 1, "{bb}");
+        // On failure: what the manager said of each connection, and b2.
+        let conn_log: Vec<&str> = lm
+            .lines()
+            .filter(|l| {
+                ["agent connected", "disconnected", "closed", "refused"]
+                    .iter()
+                    .any(|w| l.contains(w))
+            })
+            .collect();
+        assert_eq!(
+            count(&bb, "restarts"),
+            1,
+            "{bb}\nmanager's connections:\n{}\nagent b2:\n{lb}",
+            conn_log.join("\n")
+        );
         let j = rig.manager_json();
         let r = flow(&j, None, Some(port));
         assert!(r["complete"].as_u64().unwrap() > 100, "{r}");

@@ -171,6 +171,34 @@ fn live_demo_measures_rtt_srt_retransmissions_and_feeds_the_collector() {
         "no DNS flow with an SRT of about the responder's delay: {dns:?}"
     );
 
+    // What the flows are, from their payload (docs/l7.md): the client's
+    // requests name demo.example and get 200s; the lookups ask the
+    // client's three names and get answers.
+    for r in &http {
+        assert_eq!(r["app"], "http", "{r}");
+        assert_eq!(r["http_host"], "demo.example", "{r}");
+        assert_eq!(r["http_method"], "GET", "{r}");
+        assert!(n(&r["http_requests"]) >= 1, "{r}");
+        assert_eq!(n(&r["http_status_2xx"]), n(&r["http_requests"]), "{r}");
+    }
+    let mut names: Vec<&str> = dns.iter().filter_map(|r| r["dns_qname"].as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["api.example.net", "mail.example.org", "www.example.com"],
+        "DNS questions"
+    );
+    assert!(dns.iter().all(|r| r["app"] == "dns" && r["dns_rcode"] == 0));
+    for line in [
+        "HTTP host demo.example: ",
+        "DNS names asked: api.example.net (NOERROR), mail.example.org (NOERROR), www.example.com (NOERROR)",
+    ] {
+        assert!(
+            stderr.contains(line),
+            "the demo should say {line:?}:\n{stderr}"
+        );
+    }
+
     // Loss after the tap: both bulk transfers retransmit in their data
     // direction (about 2 % of some 2000 segments each).
     let dir_retrans = |port: u64, dir: &str| -> u64 {

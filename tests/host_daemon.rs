@@ -9,6 +9,7 @@ mod common;
 mod host_support;
 mod live_support;
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
@@ -198,7 +199,10 @@ fn wire_records_and_the_hosts_layers_come_out_joined() {
 /// IPFIX file, read through the template the file announces.
 fn ipfix_process_ids(bytes: &[u8]) -> Vec<(u16, u32)> {
     let be16 = |b: &[u8], i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
-    let mut layout: Option<Vec<(u16, u32, usize)>> = None;
+    // Every template by its ID: flow records come in one template per
+    // kind (with or without application-layer fields), so any of them may
+    // carry the process elements.
+    let mut layouts: HashMap<u16, Vec<(u16, u32, usize)>> = HashMap::new();
     let mut out = Vec::new();
     let mut at = 0;
     while at + 16 <= bytes.len() {
@@ -209,51 +213,82 @@ fn ipfix_process_ids(bytes: &[u8]) -> Vec<(u16, u32)> {
             let (id, slen) = (be16(bytes, s), usize::from(be16(bytes, s + 2)));
             let body = &bytes[s + 4..s + slen];
             if id == 2 {
-                let mut r = 0;
-                while r + 4 <= body.len() {
-                    let (tid, n) = (be16(body, r), usize::from(be16(body, r + 2)));
-                    r += 4;
-                    let mut fields = Vec::new();
-                    for _ in 0..n {
-                        let (fid, flen) = (be16(body, r), usize::from(be16(body, r + 2)));
-                        r += 4;
-                        let pen = if fid & 0x8000 != 0 {
-                            r += 4;
-                            u32::from_be_bytes(body[r - 4..r].try_into().unwrap())
-                        } else {
-                            0
-                        };
-                        fields.push((fid & 0x7fff, pen, flen));
-                    }
-                    if tid == 256 {
-                        layout = Some(fields);
-                    }
-                }
-            } else if id == 256
-                && let Some(f) = &layout
-            {
-                let rec: usize = f.iter().map(|x| x.2).sum();
-                let off = |want: (u16, u32)| {
-                    let i = f.iter().position(|x| (x.0, x.1) == want)?;
-                    Some(f[..i].iter().map(|x| x.2).sum::<usize>())
-                };
-                let sport = off((7, 0)).expect("sourceTransportPort");
-                let pid = off((1300, 32473)).expect("processId 32473/1300 in template 256");
-                let mut r = 0;
-                while r + rec <= body.len() {
-                    let b = &body[r..r + rec];
-                    out.push((
-                        be16(b, sport),
-                        u32::from_be_bytes(b[pid..pid + 4].try_into().unwrap()),
-                    ));
-                    r += rec;
-                }
+                read_templates(body, &mut layouts);
+            } else if let Some(f) = layouts.get(&id) {
+                read_process_ids(body, f, &mut out);
             }
             s += slen.max(4);
         }
         at += len.max(16);
     }
     out
+}
+
+/// A template set's templates: (element, enterprise, length) each.
+fn read_templates(body: &[u8], layouts: &mut HashMap<u16, Vec<(u16, u32, usize)>>) {
+    let be16 = |b: &[u8], i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+    let mut r = 0;
+    while r + 4 <= body.len() {
+        let (tid, n) = (be16(body, r), usize::from(be16(body, r + 2)));
+        r += 4;
+        let mut fields = Vec::new();
+        for _ in 0..n {
+            let (fid, flen) = (be16(body, r), usize::from(be16(body, r + 2)));
+            r += 4;
+            let pen = if fid & 0x8000 != 0 {
+                r += 4;
+                u32::from_be_bytes(body[r - 4..r].try_into().unwrap())
+            } else {
+                0
+            };
+            fields.push((fid & 0x7fff, pen, flen));
+        }
+        layouts.insert(tid, fields);
+    }
+}
+
+/// (sourceTransportPort, processId) of each record of a data set whose
+/// template has both; variable-length fields (RFC 7011 §7) are walked.
+fn read_process_ids(body: &[u8], f: &[(u16, u32, usize)], out: &mut Vec<(u16, u32)>) {
+    let (Some(sport), Some(pid)) = (
+        f.iter().position(|x| (x.0, x.1) == (7, 0)),
+        f.iter().position(|x| (x.0, x.1) == (1300, 32473)),
+    ) else {
+        return;
+    };
+    let mut r = 0;
+    'records: while r < body.len() {
+        let (mut port, mut proc_id) = (0u16, 0u32);
+        for (i, &(_, _, flen)) in f.iter().enumerate() {
+            let n = if flen == 0xffff {
+                let Some(&l) = body.get(r) else {
+                    break 'records;
+                };
+                r += 1;
+                if l == 255 {
+                    let Some(w) = body.get(r..r + 2) else {
+                        break 'records;
+                    };
+                    r += 2;
+                    usize::from(u16::from_be_bytes([w[0], w[1]]))
+                } else {
+                    usize::from(l)
+                }
+            } else {
+                flen
+            };
+            let Some(v) = body.get(r..r + n) else {
+                break 'records;
+            };
+            if i == sport {
+                port = u16::from_be_bytes([v[0], v[1]]);
+            } else if i == pid {
+                proc_id = u32::from_be_bytes(v[..4].try_into().unwrap());
+            }
+            r += n;
+        }
+        out.push((port, proc_id));
+    }
 }
 
 /// The set IDs of an IPFIX file, in order.

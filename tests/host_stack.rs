@@ -5,8 +5,8 @@
 //! writes its send time into each message, the receiver notes when the
 //! read that completed the message returned. Both namespaces share one
 //! kernel clock, so that is the true end-to-end time (T8) of those bytes.
-//! Induced delays must land in their segment: a shaper on the sender's
-//! device queue in T3, a slow reader in T7.
+//! Induced delays must land in their segment: a slow reader in T7 (a
+//! shaper on the device queue, T3, is tests/host_queue.rs).
 
 mod common;
 mod host_support;
@@ -15,39 +15,15 @@ mod live_support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use host_support::probed::{one_flow, probed_messages};
 use host_support::{
-    HostProbe, Messages, Pair, Reader, SERVER_IP, SERVER_IP6, flow, loaded_host_programs, median,
+    HostProbe, Messages, Pair, Reader, SERVER_IP, SERVER_IP6, loaded_host_programs, median,
     paired_t8, raw_samples, seg, timed_messages,
 };
 use live_support::{require_root, topo::TempDir};
 use serde_json::Value;
 
 fn no_op(_: u32) {}
-
-/// Runs `count` timed messages through a probe started with `args`;
-/// returns the reports and the messages' own timings.
-fn run(
-    pair: &Pair,
-    dir: &TempDir,
-    server: SocketAddr,
-    args: &[&str],
-    m: &Messages,
-    before_each: &(dyn Fn(u32) + Sync),
-) -> (Vec<Value>, Vec<host_support::Timed>) {
-    let probe = HostProbe::start(&dir.0, args);
-    let timed = timed_messages(&pair.c, &pair.s, server, m, before_each);
-    assert_eq!(timed.len() as u32, m.count, "every message arrived");
-    // Let the last socket events reach the agent before it stops.
-    std::thread::sleep(Duration::from_millis(400));
-    (probe.stop(), timed)
-}
-
-/// The data flow's report (client → server:port); exactly one.
-fn data_flow(reports: &[Value], port: u16, src: &str) -> Value {
-    let f = flow(reports, port, src);
-    assert_eq!(f.len(), 1, "one report for the data flow: {reports:#?}");
-    f[0].clone()
-}
 
 fn check_t8_against_application(server: SocketAddr, src: &str, port: u16, extra: &[&str]) {
     let pair = Pair::new();
@@ -64,7 +40,7 @@ fn check_t8_against_application(server: SocketAddr, src: &str, port: u16, extra:
         samples.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let (reports, timed) = run(
+    let (reports, timed) = probed_messages(
         &pair,
         &dir,
         server,
@@ -77,7 +53,7 @@ fn check_t8_against_application(server: SocketAddr, src: &str, port: u16, extra:
         },
         &no_op,
     );
-    let r = data_flow(&reports, port, src);
+    let r = one_flow(&reports, port, src);
     let layers: Vec<&str> = r["layers"]
         .as_array()
         .unwrap()
@@ -208,7 +184,7 @@ fn a_slow_reader_grows_t7_and_nothing_else() {
     let args = ["--port", "5303", "--sample-bytes", "0"];
     let gap = Duration::from_millis(12);
     let d = TempDir::new("host_t7a");
-    let (fast, _) = run(
+    let (fast, _) = probed_messages(
         &pair,
         &d,
         server,
@@ -223,7 +199,7 @@ fn a_slow_reader_grows_t7_and_nothing_else() {
     );
     let d = TempDir::new("host_t7b");
     let sleep = Duration::from_millis(5);
-    let (slow, timed) = run(
+    let (slow, timed) = probed_messages(
         &pair,
         &d,
         server,
@@ -237,8 +213,8 @@ fn a_slow_reader_grows_t7_and_nothing_else() {
         &no_op,
     );
     let (fast, slow) = (
-        data_flow(&fast, 5303, "192.0.2.1"),
-        data_flow(&slow, 5303, "192.0.2.1"),
+        one_flow(&fast, 5303, "192.0.2.1"),
+        one_flow(&slow, 5303, "192.0.2.1"),
     );
     let grow = |n: &str| seg(&slow, n, "p50_us") - seg(&fast, n, "p50_us");
     let t7 = grow("T7");
@@ -324,88 +300,6 @@ fn sigterm_detaches_every_program() {
     assert!(left.is_empty(), "all detached and unloaded: {left:?}");
 }
 
-#[test]
-fn a_shaped_device_queue_grows_t3_by_the_queueing_delay() {
-    if !require_root!() {
-        return;
-    }
-    let _serial = host_support::serial();
-    let pair = Pair::new();
-    let server: SocketAddr = format!("{SERVER_IP}:5304").parse().unwrap();
-    let args = ["--port", "5304", "--sample-bytes", "0"];
-    let gap = Duration::from_millis(40);
-    let count = 30;
-    let d = TempDir::new("host_t3a");
-    let (plain, _) = run(
-        &pair,
-        &d,
-        server,
-        &args,
-        &Messages {
-            count,
-            size: 1000,
-            gap,
-            reader: Reader::Eager,
-        },
-        &no_op,
-    );
-
-    // A token bucket on the sender's device: 10 Mbit/s, one frame of
-    // burst. Before each message the client queues a burst of UDP frames
-    // there, so the message's segment waits behind them.
-    const RATE_BPS: f64 = 10e6;
-    const BUCKET: f64 = 1600.0;
-    const FRAMES: usize = 16;
-    const FRAME_WIRE: f64 = 1514.0; // 1472 B of UDP payload + UDP/IP/Ethernet headers
-    pair.c.exec(&[
-        "tc", "qdisc", "add", "dev", "c0", "root", "tbf", "rate", "10mbit", "burst", "1600",
-        "limit", "200000",
-    ]);
-    let burst = |_: u32| {
-        let u = std::net::UdpSocket::bind("192.0.2.1:0").expect("udp");
-        let payload = [0u8; 1472];
-        for _ in 0..FRAMES {
-            let _ = u.send_to(&payload, "192.0.2.2:9");
-        }
-    };
-    let d = TempDir::new("host_t3b");
-    let (shaped, _) = run(
-        &pair,
-        &d,
-        server,
-        &args,
-        &Messages {
-            count,
-            size: 1000,
-            gap,
-            reader: Reader::Eager,
-        },
-        &burst,
-    );
-    let (plain, shaped) = (
-        data_flow(&plain, 5304, "192.0.2.1"),
-        data_flow(&shaped, 5304, "192.0.2.1"),
-    );
-    // The message's own frame: 1000 B + TCP (with timestamps), IP, Ethernet.
-    let own = 1000.0 + 32.0 + 20.0 + 14.0;
-    let want_us = ((FRAMES as f64 * FRAME_WIRE + own - BUCKET) * 8.0 / RATE_BPS) * 1e6;
-    let grow = |n: &str| seg(&shaped, n, "p50_us") - seg(&plain, n, "p50_us");
-    let t3 = grow("T3");
-    eprintln!("T3 p50 grew by {t3:.0} µs; the queue ahead drains in {want_us:.0} µs");
-    assert!(
-        (t3 - want_us).abs() <= 0.1 * want_us,
-        "T3 grew {t3} µs, the queue ahead takes {want_us} µs"
-    );
-    let moved: Vec<(&str, f64)> = ["T1", "T2", "T4", "T5", "T6", "T7"]
-        .into_iter()
-        .map(|n| (n, grow(n)))
-        .collect();
-    eprintln!("the other segments' p50 moved by (µs): {moved:.1?}");
-    for (n, g) in moved {
-        assert!(g.abs() < 100.0, "{n} moved by {g} µs");
-    }
-}
-
 /// The kernel's event count from a probe's `--stats` output.
 fn kernel_events(stderr: &str) -> u64 {
     stderr
@@ -454,8 +348,8 @@ fn sampling_times_one_byte_in_n_and_keeps_the_percentiles() {
     let (all, all_err) = all.stop_with_stderr();
     let (grid, grid_err) = grid.stop_with_stderr();
     let (all, grid) = (
-        data_flow(&all, 5305, "192.0.2.1"),
-        data_flow(&grid, 5305, "192.0.2.1"),
+        one_flow(&all, 5305, "192.0.2.1"),
+        one_flow(&grid, 5305, "192.0.2.1"),
     );
     let bytes = u64::from(count) * size as u64;
     let expect = bytes / N;
@@ -602,8 +496,8 @@ fn time_sampling_detaches_between_windows_and_keeps_t8() {
     let (all, all_err) = all.stop_with_stderr();
     let (win, win_err) = win.stop_with_stderr();
     let (all, win) = (
-        data_flow(&all, 5306, "192.0.2.1"),
-        data_flow(&win, 5306, "192.0.2.1"),
+        one_flow(&all, 5306, "192.0.2.1"),
+        one_flow(&win, 5306, "192.0.2.1"),
     );
     let (windows, attached_pct) = windows_stats(&win_err);
     let (got_all, got) = (

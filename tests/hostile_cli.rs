@@ -455,3 +455,29 @@ fn the_tcp_buffer_default_is_the_documented_one() {
         100_000
     );
 }
+
+#[test]
+fn a_packet_stamped_far_back_never_moves_a_flows_start() {
+    let dir = TempDir::new("hostile-ts-back");
+    let file = dir.0.join("back.pcap");
+    let a = udp_frame(40000, b"a");
+    // Flow A over 3 ms, one of its packets stamped 0 (1970) in between.
+    // Before: the flow started at 0, a 53-year flow.
+    let pkts = vec![
+        (T0, a.clone()),
+        (T0 + 1_000_000, a.clone()),
+        (0, a.clone()),
+        (T0 + 3_000_000, a.clone()),
+    ];
+    pcap_ns(&file, &pkts);
+    let (code, recs, stderr) = run(&["--stats"], &file);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0]["start_us"].as_u64(), Some(T0 / 1000), "{}", recs[0]);
+    assert_eq!(recs[0]["end_us"].as_u64(), Some((T0 + 3_000_000) / 1000));
+    assert_eq!(recs[0]["c2s"]["packets"].as_u64(), Some(3), "{}", recs[0]);
+    assert!(
+        stderr.contains("1 dropped as strays over 10 s off"),
+        "{stderr}"
+    );
+}

@@ -222,13 +222,29 @@ fn check_installed() -> u32 {
         "/etc/xdprobe/probe.toml",
     ]);
     eprintln!("shipped probe.toml: {}", ok.trim());
-    run(&[
+    // The manager's: its agents' channel is TLS with the certificates the
+    // postinst made, the key readable by the service's group only.
+    let m = stdout(&[
         "/usr/bin/xdprobe",
         "manager",
         "--check",
         "-c",
         "/etc/xdprobe/manager.toml",
     ]);
+    eprintln!("shipped manager.toml: {}", m.trim());
+    assert!(m.contains("agents' channel: mutual TLS"), "{m}");
+    assert_eq!(
+        stat("/etc/xdprobe/fleet"),
+        (0o750, "root".into(), "xdprobe".into())
+    );
+    assert_eq!(
+        stat("/etc/xdprobe/fleet/manager.key"),
+        (0o640, "root".into(), "xdprobe".into())
+    );
+    assert_eq!(
+        stat("/etc/xdprobe/fleet/ca.key"),
+        (0o600, "root".into(), "root".into())
+    );
     uid
 }
 

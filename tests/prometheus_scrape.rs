@@ -203,12 +203,25 @@ fn expected(
 
 /// `xdprobe manager` in `ns`, metrics on MANAGER_METRICS.
 fn start_manager(ns: &NetNs, dir: &Path) -> Bg {
+    // Its agents' channel as an operator sets it up: gen-certs' files.
+    let pki = dir.join("pki");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xdprobe"))
+        .args(["manager", "gen-certs", "--dir", pki.to_str().expect("path")])
+        .args(["--manager", "127.0.0.1", "--agent", "pa"])
+        .output()
+        .expect("gen-certs");
+    assert!(out.status.success(), "gen-certs: {out:?}");
+    let p = |f: &str| pki.join(f).display().to_string();
     let cfg = dir.join("manager.toml");
     std::fs::write(
         &cfg,
         format!(
-            "[manager]\nlisten = \"127.0.0.1:7460\"\nsample_bytes = 0\n\n\
-             [metrics]\nenabled = true\nlisten = \"127.0.0.1:{MANAGER_METRICS}\"\n"
+            "[manager]\nlisten = \"127.0.0.1:7460\"\nsample_bytes = 0\n\
+             tls_cert = \"{}\"\ntls_key = \"{}\"\ntls_ca = \"{}\"\n\n\
+             [metrics]\nenabled = true\nlisten = \"127.0.0.1:{MANAGER_METRICS}\"\n",
+            p("manager.pem"),
+            p("manager.key"),
+            p("ca.pem")
         ),
     )
     .expect("manager config");
@@ -328,6 +341,8 @@ fn datagrams_match(probe: &Probe, ns: &NetNs, udp: &UdpSocket, url: &str) {
 /// `xdprobe_manager_agent_connected` go 1 → 0.
 fn agent_comes_and_goes(ns: &NetNs, dir: &Path) {
     let log = dir.join("agent.log");
+    let pki = |f: &str| dir.join("pki").join(f).display().to_string();
+    let (cert, key, ca) = (pki("agent-pa.pem"), pki("agent-pa.key"), pki("ca.pem"));
     let mut agent = spawn(
         ns,
         &[
@@ -337,6 +352,12 @@ fn agent_comes_and_goes(ns: &NetNs, dir: &Path) {
             "127.0.0.1:7460",
             "--agent-name",
             "pa",
+            "--manager-cert",
+            &cert,
+            "--manager-key",
+            &key,
+            "--manager-ca",
+            &ca,
             "--netns",
             &ns.name,
             "--port",

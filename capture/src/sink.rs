@@ -123,7 +123,7 @@ impl<T> RecordSink<T> {
         let rec = self.enrich(rec);
         if self.blocking.get() {
             if let Some(j) = &self.json {
-                let _ = j.send(JsonItem::Flow(rec));
+                let _ = j.send(JsonItem::Flow(rec.clone()));
             }
             if let Some(e) = &self.exporter {
                 e.send_blocking(rec);
@@ -133,7 +133,7 @@ impl<T> RecordSink<T> {
         }
         let ok = match (&self.exporter, &self.json) {
             (Some(e), Some(j)) => {
-                let j_ok = json_ok(j.try_send(JsonItem::Flow(rec)));
+                let j_ok = json_ok(j.try_send(JsonItem::Flow(rec.clone())));
                 e.send(rec).is_ok() && j_ok
             }
             (Some(e), None) => e.send(rec).is_ok(),

@@ -103,6 +103,9 @@ pub enum ConfigError {
     /// `validate::MAX_ERRORS` are, this says how many more there are.
     #[error("{more} more problem(s) not shown; fix the ones above first")]
     More { more: usize },
+    /// Run as root with a file others can change (`strict`).
+    #[error("{0}")]
+    Unsafe(String),
 }
 
 impl ConfigError {
@@ -113,6 +116,7 @@ impl ConfigError {
             ConfigError::Read { .. }
             | ConfigError::TooLarge { .. }
             | ConfigError::Syntax { .. }
+            | ConfigError::Unsafe(_)
             | ConfigError::More { .. } => None,
         }
     }
@@ -122,9 +126,10 @@ impl ConfigError {
             ConfigError::Syntax { at, .. }
             | ConfigError::Schema { at, .. }
             | ConfigError::Invalid { at, .. } => Some(*at),
-            ConfigError::Read { .. } | ConfigError::TooLarge { .. } | ConfigError::More { .. } => {
-                None
-            }
+            ConfigError::Read { .. }
+            | ConfigError::TooLarge { .. }
+            | ConfigError::More { .. }
+            | ConfigError::Unsafe(_) => None,
         }
     }
 
@@ -142,7 +147,7 @@ impl ConfigError {
                 message.clone()
             }
             ConfigError::Invalid { problem, .. } => problem.to_string(),
-            ConfigError::More { .. } => self.to_string(),
+            ConfigError::More { .. } | ConfigError::Unsafe(_) => self.to_string(),
         }
     }
 }
@@ -213,7 +218,7 @@ impl fmt::Display for ConfigErrors {
                 writeln!(f)?;
             }
             match e {
-                ConfigError::Read { .. } => write!(f, "{e}")?,
+                ConfigError::Read { .. } | ConfigError::Unsafe(_) => write!(f, "{e}")?,
                 ConfigError::More { .. } | ConfigError::TooLarge { .. } => {
                     write!(f, "{}: {e}", self.source_name)?
                 }

@@ -16,6 +16,7 @@ mod keypath;
 mod prefix;
 pub mod raw;
 mod settings;
+pub mod strict;
 pub mod validate;
 
 use std::path::Path;
@@ -26,8 +27,8 @@ pub use error::{ConfigError, ConfigErrors, Location, Problem};
 pub use prefix::{Prefix, PrefixError};
 pub use settings::{
     Config, ExportSettings, Filter, FlowSettings, HOST_LAYERS, Handoff, HostSettings, Interface,
-    ManagerConfig, ManagerSettings, MetricsSettings, Mode, ProbeSettings, QueueBinding, XdpMode,
-    XskBind,
+    L7Settings, ManagerConfig, ManagerSecurity, ManagerSettings, MetricsSettings, Mode,
+    ProbeSettings, QueueBinding, XdpMode, XskBind,
 };
 
 /// Most prefixes `[filter] prefixes` may hold (sizes the XDP LPM maps).
@@ -44,7 +45,19 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// Reads and validates a config file, checking cores against this machine.
 pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigErrors> {
+    refuse_unsafe(path.as_ref())?;
     load_with(path, &Environment::detect())
+}
+
+/// `strict`: a root process refuses a config file others can change.
+fn refuse_unsafe(path: &Path) -> Result<(), ConfigErrors> {
+    match strict::refuse_unsafe(path) {
+        None => Ok(()),
+        Some(why) => Err(ConfigErrors {
+            source_name: path.display().to_string(),
+            errors: vec![ConfigError::Unsafe(why)],
+        }),
+    }
 }
 
 /// [`load`] with an explicit environment (tests, or checking a file meant
@@ -98,6 +111,7 @@ pub fn parse_with(
 /// present but not required.
 pub fn load_manager(path: impl AsRef<Path>) -> Result<ManagerConfig, ConfigErrors> {
     let path = path.as_ref();
+    refuse_unsafe(path)?;
     let source_name = path.display().to_string();
     let env = Environment::detect();
     match std::fs::read_to_string(path) {

@@ -18,6 +18,7 @@ pub struct RawConfig {
     #[serde(default)]
     pub interface: Vec<S<RawInterface>>,
     pub flow: Option<RawFlow>,
+    pub l7: Option<RawL7>,
     pub filter: Option<RawFilter>,
     pub export: Option<RawExport>,
     pub metrics: Option<RawMetrics>,
@@ -66,6 +67,23 @@ pub struct RawFlow {
     pub tcp_end_linger: Option<S<toml::Value>>,
     pub npm: Option<S<bool>>,
     pub tcp_ts_rtt: Option<S<bool>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawL7 {
+    pub enabled: Option<S<bool>>,
+    pub tls: Option<S<bool>>,
+    pub quic: Option<S<bool>>,
+    pub http: Option<S<bool>>,
+    pub dns: Option<S<bool>>,
+    pub packets: Option<S<i64>>,
+    pub max_flows: Option<S<i64>>,
+    pub buffers: Option<S<i64>>,
+    pub reassembly_bytes: Option<S<i64>>,
+    pub http_max_head: Option<S<i64>>,
+    pub http_target_len: Option<S<i64>>,
+    pub http_user_agent: Option<S<bool>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -166,4 +184,15 @@ pub struct RawManager {
     pub veth_xdp: Vec<S<String>>,
     pub max_agents: Option<S<i64>>,
     pub unsynced_events: Option<S<i64>>,
+    pub insecure: Option<S<bool>>,
+    pub tls_cert: Option<S<String>>,
+    pub tls_key: Option<S<String>>,
+    pub tls_ca: Option<S<String>>,
+    #[serde(default)]
+    pub tls_pinned: Vec<S<String>>,
+    pub hello_timeout: Option<S<toml::Value>>,
+    pub agent_timeout: Option<S<toml::Value>>,
+    pub max_frame: Option<S<i64>>,
+    pub memory_limit: Option<S<i64>>,
+    pub user: Option<S<String>>,
 }

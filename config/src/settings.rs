@@ -17,6 +17,7 @@ pub struct Config {
     /// At least one; names are unique.
     pub interfaces: Vec<Interface>,
     pub flow: FlowSettings,
+    pub l7: L7Settings,
     pub filter: Filter,
     pub export: ExportSettings,
     pub metrics: MetricsSettings,
@@ -174,6 +175,56 @@ pub struct FlowSettings {
     pub tcp_ts_rtt: bool,
 }
 
+/// `[l7]`: what each flow is — the application label and the TLS, QUIC,
+/// HTTP and DNS fields (docs/l7.md). Per worker, bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct L7Settings {
+    /// Parse payloads at all. Default true.
+    pub enabled: bool,
+    /// Per protocol (a protocol turned off still labels its flows).
+    /// Default true each.
+    pub tls: bool,
+    pub quic: bool,
+    pub http: bool,
+    pub dns: bool,
+    /// Payload packets per direction inspected while a flow matched
+    /// nothing or its TLS/QUIC hellos are awaited (1 to 255). Default 8.
+    pub packets: u8,
+    /// Flows with parser state at once, per worker (1 to 16777216); past
+    /// it a flow keeps its label only, counted. Default 16384.
+    pub max_flows: usize,
+    /// 16 KiB reassembly buffers per worker (0 to 65536). Default 1024.
+    pub buffers: usize,
+    /// Bytes a TLS hello flight, a QUIC CRYPTO stream or a DNS-over-TCP
+    /// message may take (256 to 16384). Default 16384.
+    pub reassembly_bytes: usize,
+    /// Bytes an HTTP head may take (256 to 16384). Default 8192.
+    pub http_max_head: usize,
+    /// Bytes of the HTTP request target kept (0 to 1024). Default 256.
+    pub http_target_len: usize,
+    /// Keep the first request's User-Agent. Default false.
+    pub http_user_agent: bool,
+}
+
+impl Default for L7Settings {
+    fn default() -> Self {
+        L7Settings {
+            enabled: true,
+            tls: true,
+            quic: true,
+            http: true,
+            dns: true,
+            packets: 8,
+            max_flows: 16_384,
+            buffers: 1024,
+            reassembly_bytes: 16_384,
+            http_max_head: 8192,
+            http_target_len: 256,
+            http_user_agent: false,
+        }
+    }
+}
+
 /// `[filter]`: what the XDP program redirects. Empty list = no condition on
 /// that field; non-empty lists are ANDed; a packet matches a list if any
 /// entry matches. Prefixes and ports match either source or destination.
@@ -302,7 +353,7 @@ impl Default for HostSettings {
             layers: Vec::new(),
             report_interval: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(30),
-            max_flows: 65_536,
+            max_flows: 16_384,
             ring_bytes: 4 << 20,
             hooks: Vec::new(),
             ports: Vec::new(),
@@ -369,6 +420,41 @@ pub struct ManagerSettings {
     pub max_agents: usize,
     /// Events held per agent until its clock is measured. Default 262144.
     pub unsynced_events: usize,
+    /// How agents prove who they are: mutual TLS (required unless
+    /// `insecure = true`, plaintext with no authentication at all).
+    pub security: ManagerSecurity,
+    /// A connection must send its HELLO (after the TLS handshake) within
+    /// this. 100 ms ..= 60 s. Default 5 s.
+    pub hello_timeout: Duration,
+    /// A connection that sends nothing for this long is closed (agents
+    /// send STATS every second). 1 s ..= 1 h. Default 30 s.
+    pub agent_timeout: Duration,
+    /// Largest frame an agent may send, bytes. 4096 ..= 1 MiB. Default
+    /// 524288 (an EVENTS frame is at most 294917).
+    pub max_frame: usize,
+    /// Bytes all connections together may hold in partial frames and
+    /// events waiting for a clock round; beyond, the connection that
+    /// would grow it is closed (counted). 1 MiB ..= 1 TiB. Default 256 MiB.
+    pub memory_limit: usize,
+    /// Switch to this user once listening and attached (the daemon's
+    /// `[probe] user`). Default: stay root, with capabilities dropped.
+    pub user: Option<String>,
+}
+
+/// `[manager] insecure`, `tls_*`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ManagerSecurity {
+    /// Nothing configured (an error for `xdprobe manager`).
+    #[default]
+    Unset,
+    /// `insecure = true`: plaintext, anyone may speak as any agent.
+    Insecure,
+    Tls {
+        cert: std::path::PathBuf,
+        key: std::path::PathBuf,
+        ca: Option<std::path::PathBuf>,
+        pinned: Vec<std::path::PathBuf>,
+    },
 }
 
 impl Default for ManagerSettings {
@@ -388,6 +474,12 @@ impl Default for ManagerSettings {
             veth_xdp: Vec::new(),
             max_agents: 4096,
             unsynced_events: 262_144,
+            security: ManagerSecurity::Unset,
+            hello_timeout: Duration::from_secs(5),
+            agent_timeout: Duration::from_secs(30),
+            max_frame: 524_288,
+            memory_limit: 256 << 20,
+            user: None,
         }
     }
 }

@@ -17,6 +17,9 @@ pub mod source;
 pub mod time;
 pub mod worker;
 
+/// The L7 parsers (`xdprobe-l7`), for the crates that read records.
+pub use xdprobe_l7 as l7;
+
 pub use flow::FlowConfig;
 pub use flow::record::{Dir, EndReason, FlowRecord, Process};
 pub use time::Timestamp;

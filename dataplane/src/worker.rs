@@ -32,6 +32,10 @@ pub struct WorkerStats {
     pub frags: FragStats,
     /// Timestamp-RTT counters and per-leg summaries.
     pub ts_rtt: TsRttWorker,
+    /// The L7 parsers' counters (what was found, what was refused).
+    pub l7: xdprobe_l7::L7Stats,
+    /// Bytes the L7 parsers' state holds (its high-water mark).
+    pub l7_bytes: u64,
 }
 
 impl WorkerStats {
@@ -49,6 +53,8 @@ impl WorkerStats {
             ip_length_clamped,
             frags,
             ts_rtt,
+            l7,
+            l7_bytes,
         } = other;
         self.frames += frames;
         let t = &mut self.table;
@@ -66,6 +72,8 @@ impl WorkerStats {
         f.evicted += frags.evicted;
         f.expired += frags.expired;
         self.ts_rtt.absorb(ts_rtt);
+        self.l7.add(l7);
+        self.l7_bytes += l7_bytes;
     }
 
     /// The workers' counters added up: the first worker's, with every
@@ -219,6 +227,8 @@ impl Worker {
             ip_length_clamped: self.clamped,
             frags: self.table.frag_stats(),
             ts_rtt: *self.table.ts_rtt_stats(),
+            l7: self.table.l7_stats().0,
+            l7_bytes: self.table.l7_stats().1,
         }
     }
 }

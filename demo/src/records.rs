@@ -99,6 +99,7 @@ pub fn highlights(recs: &[FlowRecord], e: &Expect) -> Vec<String> {
         "retransmissions: {rtx} in all ({}), out-of-order: {ooo}",
         bulk.join(", ")
     ));
+    out.extend(names(recs));
     if let Some(r) = recs.iter().find(|r| role(r) == "refused") {
         out.push(format!(
             "refused connection: {}:{} -> {}:{}, {} packets, RTT {}",
@@ -109,6 +110,58 @@ pub fn highlights(recs: &[FlowRecord], e: &Expect) -> Vec<String> {
             r.c2s.packets + r.s2c.packets,
             r.npm.rtt_us.map_or_else(|| "-".into(), ms)
         ));
+    }
+    out
+}
+
+/// What the flows were, as the L7 parsers read them from their payload:
+/// each HTTP host with its requests and the statuses answered, and the
+/// DNS names asked with their response codes.
+fn names(recs: &[FlowRecord]) -> Vec<String> {
+    use std::collections::BTreeMap;
+    use xdprobe_dataplane::l7::L7Fields;
+    use xdprobe_dataplane::l7::text::Shown;
+    let text = |s: &Option<Box<[u8]>>| s.as_deref().map_or("?".into(), |b| Shown(b).to_string());
+    // host -> (flows, requests, responses by class)
+    let mut http: BTreeMap<String, (u32, u32, [u32; 5])> = BTreeMap::new();
+    let mut dns: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for r in recs {
+        match &r.l7 {
+            Some(L7Fields::Http(h)) => {
+                let e = http.entry(text(&h.host)).or_default();
+                e.0 += 1;
+                e.1 += h.requests;
+                for (t, c) in e.2.iter_mut().zip(h.status_class) {
+                    *t += c;
+                }
+            }
+            Some(L7Fields::Dns(d)) => dns.entry(text(&d.qname)).or_default().extend(d.rcode),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for (host, (flows, requests, classes)) in http {
+        let statuses: Vec<String> = (1..=5)
+            .zip(classes)
+            .filter(|(_, c)| *c > 0)
+            .map(|(k, c)| format!("{c} × {k}xx"))
+            .collect();
+        out.push(format!(
+            "HTTP host {host}: {requests} requests in {flows} flows, answered {}",
+            statuses.join(", ")
+        ));
+    }
+    if !dns.is_empty() {
+        let asked: Vec<String> = dns
+            .iter()
+            .map(|(name, rcodes)| match rcodes.first() {
+                Some(0) => format!("{name} (NOERROR)"),
+                Some(3) => format!("{name} (NXDOMAIN)"),
+                Some(c) => format!("{name} (rcode {c})"),
+                None => format!("{name} (no answer)"),
+            })
+            .collect();
+        out.push(format!("DNS names asked: {}", asked.join(", ")));
     }
     out
 }

@@ -51,6 +51,8 @@ fn record(i: u32, v6: bool) -> FlowRecord {
         },
         seq_in_flow: 0,
         process: None,
+        app: None,
+        l7: None,
     }
 }
 

@@ -229,6 +229,10 @@ impl State {
     fn drain(&mut self, max: usize, now: Instant) -> usize {
         let mut n = 0;
         while n < max {
+            // A paced UDP collector's full queue holds the workers back.
+            if self.links.iter().any(Link::paced_full) {
+                break;
+            }
             match self.rx.try_recv() {
                 Ok(r) => {
                     for l in &mut self.links {
@@ -366,7 +370,13 @@ impl State {
                 self.pump_all(now);
             }
             self.pump_all(now);
-            if self.links.iter().all(|l| l.idle() && !l.options_due) || now >= deadline {
+            let done = |l: &Link| l.idle() && !l.options_due;
+            // TCP gets until the deadline; a paced UDP link always gets
+            // through its queue (its rate bounds how long that takes).
+            if self.rx.is_empty()
+                && (self.links.iter().all(done)
+                    || (now >= deadline && self.links.iter().all(|l| done(l) || l.is_tcp())))
+            {
                 break;
             }
             self.service(events, Duration::from_millis(5));

@@ -81,7 +81,9 @@ impl HostSender {
                     });
                 }
                 Target::File(p) => outs.push(Out::File {
-                    w: BufWriter::new(File::create(&p).map_err(io)?),
+                    w: BufWriter::new(
+                        crate::safe_file::create_new_or_truncate(&p).map_err(|e| io(e.into()))?,
+                    ),
                     enc,
                     templated: false,
                 }),

@@ -200,6 +200,8 @@ pub enum Value {
     Nf9ApplLatency {
         usec: bool,
     },
+    /// What the flow is (`crate::ie_l7`).
+    L7(crate::ie_l7::L7Value),
     /// The local process of the connection ([`process`]); 0 / empty /
     /// not measured where it is not known.
     ProcessId,

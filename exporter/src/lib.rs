@@ -29,9 +29,12 @@ pub mod encode;
 mod exporter;
 pub mod host_sender;
 pub mod ie;
+pub mod ie_l7;
 mod link;
+pub mod safe_file;
 pub mod stats;
 pub mod template;
+pub mod template_l7;
 mod transport;
 
 use std::sync::Arc;

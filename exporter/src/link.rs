@@ -13,12 +13,14 @@ use mio::{Registry, Token};
 use tracing::{debug, info, warn};
 use xdprobe_dataplane::FlowRecord;
 
+use crate::collector::DEFAULT_UDP_RATE;
 use crate::collector::{CollectorSpec, Target};
 use crate::encode::{Encoder, ExportClock};
 use crate::stats::CollectorStats;
 use crate::template::{Format, OptionsValues, Templates};
 use crate::transport::Sent;
-use crate::transport::file::FileOut;
+use crate::transport::file::{FileOut, Flushed};
+use crate::transport::pace::Pacer;
 use crate::transport::tcp::{Change, TcpOut};
 use crate::transport::udp::UdpOut;
 use crate::{ExporterConfig, ExporterError};
@@ -70,6 +72,10 @@ pub struct Link {
     udp_last: Option<(u64, u64)>,
     refused_unlogged: u64,
     refused_logged_at: Option<Instant>,
+    file_failed_unlogged: u64,
+    file_logged_at: Option<Instant>,
+    /// UDP: the datagram rate limit.
+    pace: Option<Pacer>,
 }
 
 /// Largest message for a target: the MTU minus the IP and transport headers
@@ -159,6 +165,12 @@ impl Link {
             udp_last: None,
             refused_unlogged: 0,
             refused_logged_at: None,
+            file_failed_unlogged: 0,
+            file_logged_at: None,
+            pace: match &spec.target {
+                Target::Udp(_) => Pacer::new(spec.rate.unwrap_or(DEFAULT_UDP_RATE), Instant::now()),
+                _ => None,
+            },
             spec,
         })
     }
@@ -184,7 +196,7 @@ impl Link {
                 self.overflow_unlogged = 0;
             }
         }
-        self.queue.push_back(*r);
+        self.queue.push_back(r.clone());
     }
 
     /// The counters with the queue and connection state of this moment.
@@ -209,8 +221,25 @@ impl Link {
     pub fn wake_at(&self) -> Option<Instant> {
         match &self.out {
             Out::Tcp(t) => t.retry_at(),
+            Out::Udp(_) if !self.queue.is_empty() => {
+                self.pace.as_ref().map(|p| p.next_at(Instant::now()))
+            }
             _ => None,
         }
+    }
+
+    /// A paced UDP link whose queue is full: the exporter stops taking
+    /// records from the workers until it has room (offline, the reader
+    /// waits; live, the channel fills and its drops are counted), rather
+    /// than the queue dropping its oldest.
+    pub fn paced_full(&self) -> bool {
+        self.pace.is_some() && self.queue.len() >= self.queue_cap
+    }
+
+    /// Only a TCP link's remaining work is bounded by the shutdown
+    /// timeout: a paced UDP link always gets through its queue.
+    pub fn is_tcp(&self) -> bool {
+        matches!(self.out, Out::Tcp(_))
     }
 
     pub fn on_event(&mut self, reg: &Registry, ev: &mio::event::Event, now: Instant) {
@@ -350,14 +379,29 @@ impl Link {
                     return self.on_change(ch);
                 }
             }
+            if let Some(p) = self.pace.as_mut()
+                && !p.take(now)
+            {
+                return;
+            }
             let Some(records) = self.build(now, g) else {
+                // The token goes back: nothing was sent.
+                if let Some(p) = self.pace.as_mut() {
+                    p.give_back();
+                }
                 return;
             };
             let Some(msg) = self.enc.finish() else { return };
             let len = msg.len();
             let outcome = match &mut self.out {
                 Out::Udp(u) => u.send(msg),
-                Out::File(f) => f.send(msg),
+                Out::File(f) => {
+                    // Counted when written (flush), not when buffered.
+                    if let Some(fl) = f.send(msg, records) {
+                        self.apply_file(fl, now);
+                    }
+                    continue;
+                }
                 Out::Tcp(t) => {
                     t.push(msg);
                     // Counted as exported now; taken back if the connection
@@ -424,10 +468,44 @@ impl Link {
 
     /// Periodic housekeeping: flush file buffers.
     pub fn flush_file(&mut self) {
-        if let Out::File(f) = &mut self.out
-            && let Err(e) = f.flush()
+        if let Out::File(f) = &mut self.out {
+            let fl = f.flush();
+            self.apply_file(fl, Instant::now());
+        }
+    }
+
+    /// What a file flush wrote and lost, into the counters; a failure is
+    /// logged at most every [`LOG_EVERY`] with the count since.
+    fn apply_file(&mut self, fl: Flushed, now: Instant) {
+        self.stats.messages += fl.messages;
+        self.stats.records += fl.records;
+        self.stats.octets += fl.octets;
+        self.msgs_since_templates = self
+            .msgs_since_templates
+            .saturating_add(u32::try_from(fl.messages).unwrap_or(u32::MAX));
+        if fl.failed_messages == 0 {
+            return;
+        }
+        self.stats.failed_messages += fl.failed_messages;
+        self.stats.not_sent += fl.failed_records;
+        if fl.empty {
+            // The templates went with them: write them again first.
+            self.last_templates = None;
+        }
+        self.file_failed_unlogged += fl.failed_messages;
+        if self
+            .file_logged_at
+            .is_none_or(|t| now.duration_since(t) >= LOG_EVERY)
         {
-            warn!(collector = %self.spec, error = %e, "file flush failed");
+            warn!(
+                collector = %self.spec,
+                error = ?fl.error.as_ref().map(ToString::to_string),
+                failed_messages = self.file_failed_unlogged,
+                total_failed = self.stats.failed_messages,
+                "file export: messages lost to a write error (the file was cut back to its last whole message)"
+            );
+            self.file_logged_at = Some(now);
+            self.file_failed_unlogged = 0;
         }
     }
 

@@ -56,6 +56,9 @@ pub struct CollectorStats {
     pub not_sent: u64,
     /// Successful TCP (re)connections.
     pub connects: u64,
+    /// Files: messages a write error lost (cut back out of the file; their
+    /// records are in `not_sent`). `messages` counts those written whole.
+    pub failed_messages: u64,
     /// Records waiting in this collector's queue when the numbers were
     /// taken (a TCP collector that is down keeps up to
     /// `tcp_buffer_records` of them).
@@ -82,7 +85,11 @@ impl std::fmt::Display for CollectorStats {
             f,
             "{}: {} messages, {} records, {} octets, {} not sent, {} connects",
             self.url, self.messages, self.records, self.octets, self.not_sent, self.connects
-        )
+        )?;
+        if self.failed_messages > 0 {
+            write!(f, ", {} messages failed", self.failed_messages)?;
+        }
+        Ok(())
     }
 }
 

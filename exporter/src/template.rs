@@ -54,8 +54,14 @@ pub struct FlowTemplate {
 }
 
 impl FlowTemplate {
-    fn new(id: u16, fields: Vec<Field>) -> Self {
-        let record_len = fields.iter().map(|f| usize::from(f.len)).sum();
+    /// `record_len` counts the fixed-length fields: a variable-length one
+    /// adds its value's own length per record (`encode::l7`).
+    pub fn new(id: u16, fields: Vec<Field>) -> Self {
+        let record_len = fields
+            .iter()
+            .filter(|f| f.len != VARLEN)
+            .map(|f| usize::from(f.len))
+            .sum();
         FlowTemplate {
             id,
             fields,
@@ -235,21 +241,28 @@ pub struct Templates {
     /// Announced only when the encoder has a name to send (IPFIX, non-empty
     /// name): see `Encoder::set_domain_name`.
     pub domain_name: Option<DomainNameTemplate>,
+    /// The flow templates with each kind of L7 field set
+    /// (`template_l7`), announced when a record first needs one.
+    pub l7: Vec<FlowTemplate>,
 }
 
 impl Templates {
     pub fn new(format: Format, mode: Mode, profile: Profile, pen: u32) -> Self {
+        let v4 = FlowTemplate::new(
+            TEMPLATE_ID_V4,
+            flow_fields(false, format, mode, profile, pen),
+        );
+        let v6 = FlowTemplate::new(
+            TEMPLATE_ID_V6,
+            flow_fields(true, format, mode, profile, pen),
+        );
+        let l7 = crate::template_l7::l7_templates(&v4, &v6, format, profile, pen);
         Templates {
-            v4: FlowTemplate::new(
-                TEMPLATE_ID_V4,
-                flow_fields(false, format, mode, profile, pen),
-            ),
-            v6: FlowTemplate::new(
-                TEMPLATE_ID_V6,
-                flow_fields(true, format, mode, profile, pen),
-            ),
+            v4,
+            v6,
             options: OptionsTemplate::new(format, pen),
             domain_name: None,
+            l7,
         }
     }
 }
@@ -259,7 +272,10 @@ impl Templates {
     /// ([`ie::process`](crate::ie::process)).
     pub fn with_process(mut self, format: Format, pen: u32) -> Self {
         use crate::ie::process::*;
-        for t in [&mut self.v4, &mut self.v6] {
+        for t in [&mut self.v4, &mut self.v6]
+            .into_iter()
+            .chain(self.l7.iter_mut())
+        {
             let mut fields = std::mem::take(&mut t.fields);
             for (id, len, v) in [
                 (PROCESS_ID, 4, Value::ProcessId),

@@ -152,11 +152,17 @@ fn nfcapd_reads_nfv9_with_latency_columns() {
 
 /// Decode with pmacct's nfacctd using the shipped primitives file.
 fn nfacctd_run(recs: &[FlowRecord], tag: &str, query: &str) -> Vec<Value> {
+    nfacctd_with(recs, tag, query, "aggregate_primitives")
+}
+
+/// The same with another of the shipped primitives files.
+fn nfacctd_with(recs: &[FlowRecord], tag: &str, query: &str, file: &str) -> Vec<Value> {
     let tmp = TempDir::new(&format!("coll-{tag}"));
     let dir = tmp.path();
     let port = free_udp_port();
     let primitives = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../deploy/collectors/pmacct/aggregate_primitives");
+        .join("../deploy/collectors/pmacct")
+        .join(file);
     let names: Vec<String> = std::fs::read_to_string(&primitives)
         .unwrap()
         .lines()
@@ -166,7 +172,7 @@ fn nfacctd_run(recs: &[FlowRecord], tag: &str, query: &str) -> Vec<Value> {
                 .map(|r| r.split_whitespace().next().unwrap().to_string())
         })
         .collect();
-    assert!(names.len() >= 24, "primitives file lists every NPM element");
+    assert!(names.len() >= 24, "primitives file lists every element");
     let out = dir.join("out.json");
     let conf = dir.join("nfacctd.conf");
     std::fs::write(
@@ -313,4 +319,34 @@ fn ts_rtt_expect(r: &FlowRecord) -> Vec<(&'static str, u64)> {
         }
     }
     out
+}
+
+#[test]
+fn nfacctd_prints_l7_names() {
+    if !require("nfacctd") {
+        return;
+    }
+    let recs = l7_records();
+    let rows = nfacctd_with(&recs, "nfacctd-l7", "", "aggregate_primitives_l7");
+    let text = serde_json::to_string(&rows).unwrap();
+    // pmacct prints SNI, HTTP host and DNS name (and the rest) as sent.
+    for want in [
+        "\"tls_sni\":\"www.example.com\"",
+        "\"quic_sni\":\"quic.example.org\"",
+        "\"http_host\":\"web.example.net\"",
+        "\"http_target\":\"/orders?id=7\"",
+        "\"dns_qname\":\"dns.example.org\"",
+        "\"tls_alpn\":\"h2,http/1.1\"",
+    ] {
+        assert!(text.contains(want), "{want} not in {text}");
+    }
+    let http = rows
+        .iter()
+        .find(|r| r["http_host"] == "web.example.net")
+        .unwrap();
+    // Custom u_int primitives print as strings.
+    assert_eq!(
+        (&http["http_status"], &http["http_requests"]),
+        (&"503".into(), &"4".into())
+    );
 }

@@ -200,7 +200,7 @@ fn file_collector_writes_parseable_rfc5655_file() {
     let tx = ex.sender();
     let recs: Vec<_> = (0..500).map(tcp_record).collect();
     for r in &recs {
-        tx.send_blocking(*r);
+        tx.send_blocking(r.clone());
     }
     drop(tx);
     let stats = ex.shutdown().unwrap();

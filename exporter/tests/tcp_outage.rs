@@ -122,7 +122,7 @@ fn thirty_second_outage_loses_nothing_and_keeps_order() {
 
     // Phase 1: collector up.
     for r in &recs[..300] {
-        tx.send(*r).expect("channel has room");
+        tx.send(r.clone()).expect("channel has room");
         std::thread::sleep(Duration::from_millis(1));
     }
     // All 300 sent, and every byte sent read, before the collector goes.
@@ -136,7 +136,7 @@ fn thirty_second_outage_loses_nothing_and_keeps_order() {
     // Phase 2: collector down for 30 s while records keep coming.
     let down = Instant::now();
     for r in &recs[300..600] {
-        tx.send(*r).expect("channel has room");
+        tx.send(r.clone()).expect("channel has room");
         std::thread::sleep(Duration::from_millis(95));
     }
     std::thread::sleep(Duration::from_secs(30).saturating_sub(down.elapsed()));
@@ -144,7 +144,7 @@ fn thirty_second_outage_loses_nothing_and_keeps_order() {
     // Phase 3: collector back on the same port.
     let reader = Reader::start(port);
     for r in &recs[600..] {
-        tx.send(*r).expect("channel has room");
+        tx.send(r.clone()).expect("channel has room");
         std::thread::sleep(Duration::from_millis(1));
     }
     drop(tx);
@@ -171,7 +171,7 @@ fn overflow_beyond_the_buffer_is_counted_and_the_rest_arrives() {
     let tx = ex.sender();
     let recs: Vec<_> = (0..250).map(tcp_record).collect();
     for r in &recs {
-        tx.send_blocking(*r);
+        tx.send_blocking(r.clone());
     }
     // Every record reached the buffer (and the oldest 150 fell out of it)
     // before the collector comes up.

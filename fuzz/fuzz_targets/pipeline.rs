@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
+use xdprobe_dataplane::l7::L7Config;
 use xdprobe_dataplane::output::{Format, RecordWriter};
 use xdprobe_dataplane::source::{
     Frame,
@@ -38,6 +39,12 @@ fn config(knobs: u8) -> FlowConfig {
         // Shares a bit with the fragment capacity: both settings of each
         // get fuzzed with both of the other.
         ts_rtt: knobs & 0x20 == 0,
+        // With NPM: the L7 parsers, their pools small enough to fill.
+        l7: (knobs & 0x80 == 0).then(|| L7Config {
+            max_flows: 4,
+            buffers: 2,
+            ..L7Config::default()
+        }),
     }
 }
 
@@ -129,11 +136,17 @@ fn encode_all(records: &[FlowRecord], ignored: u64, evicted: (u64, u64)) {
             e.write_templates(clock)
                 .expect("templates fit a fresh message");
             for r in records {
-                if e.write_record(r, clock).is_err() {
+                // As the link does: a full message goes out and the record
+                // is tried again. An L7 record whose template is announced
+                // in a fresh message may need one more: the template goes
+                // out alone, then the record fits (`Encoder::new` checks
+                // both fit a message of their own).
+                let mut tries = 0;
+                while e.write_record(r, clock).is_err() {
+                    tries += 1;
+                    assert!(tries <= 2, "a record fits a message after its template");
                     let msg = e.finish().expect("a full message has content");
                     check_message(format, msg);
-                    e.write_record(r, clock)
-                        .expect("a record fits a fresh message");
                 }
             }
             // The options record with the run's own counters.

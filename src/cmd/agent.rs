@@ -4,12 +4,18 @@
 //! answers the manager's clock probes from XDP on that interface.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use xdprobe_common::host::{StackCounters, StackEvent};
 use xdprobe_host::fleet::forward::{ForwardConfig, Forwarder};
 use xdprobe_host::fleet::proto::{self, Hello};
+use xdprobe_host::fleet::tls::{
+    self,
+    rustls::{ClientConfig, pki_types::ServerName},
+};
 use xdprobe_host::hooks::Layer;
 use xdprobe_host::stack::agent::Tap;
 use xdprobe_host::sync::responder::{Responder, ResponderOptions};
@@ -34,10 +40,31 @@ pub struct AgentArgs {
     /// UDP port of the clock probes.
     #[arg(long, default_value_t = CLOCK_SYNC_PORT, requires = "clock_sync")]
     pub clock_sync_port: u16,
-    /// Address the manager sends clock probes to (default: this host's
-    /// address on the way to the manager).
-    #[arg(long, value_name = "IP", requires = "clock_sync")]
-    pub clock_sync_addr: Option<IpAddr>,
+    /// This agent's TLS certificate and key for the manager (PEM; from
+    /// `xdprobe manager gen-certs`): it must name --agent-name.
+    #[arg(long, value_name = "FILE", requires_all = ["manager", "manager_key"])]
+    pub manager_cert: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", requires = "manager_cert")]
+    pub manager_key: Option<PathBuf>,
+    /// The CA the manager's certificate must chain to.
+    #[arg(long, value_name = "FILE", requires = "manager_cert")]
+    pub manager_ca: Option<PathBuf>,
+    /// The manager's own certificate, accepted as it is (instead of a CA).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "manager_cert",
+        conflicts_with = "manager_ca"
+    )]
+    pub manager_pinned: Option<PathBuf>,
+    /// The name the manager's certificate must carry (default: the host
+    /// or address of --manager).
+    #[arg(long, value_name = "NAME", requires = "manager_cert")]
+    pub manager_name: Option<String>,
+    /// Plaintext to a manager configured with `insecure = true`: no
+    /// authentication either way.
+    #[arg(long, requires = "manager", conflicts_with = "manager_cert")]
+    pub manager_insecure: bool,
     /// Events kept while the manager is away or slow; beyond, the oldest
     /// are dropped and counted.
     #[arg(long, default_value_t = 262_144, value_name = "EVENTS")]
@@ -82,6 +109,50 @@ fn random_u64() -> u64 {
     u64::from_ne_bytes(b) ^ u64::from(std::process::id())
 }
 
+/// The TLS side of `--manager`: the agent's certificate and the trust in
+/// the manager's, or nothing with `--manager-insecure`.
+fn tls_setup(
+    a: &AgentArgs,
+    manager: &str,
+) -> anyhow::Result<Option<(Arc<ClientConfig>, ServerName<'static>)>> {
+    if a.manager_insecure {
+        tracing::warn!(
+            "INSECURE: --manager-insecure — the stream to the manager is plaintext and the manager is not authenticated"
+        );
+        return Ok(None);
+    }
+    let (Some(cert), Some(key)) = (&a.manager_cert, &a.manager_key) else {
+        anyhow::bail!(
+            "--manager needs --manager-cert, --manager-key and --manager-ca (or --manager-pinned): \
+             `xdprobe manager gen-certs` makes them; --manager-insecure for plaintext"
+        );
+    };
+    if a.manager_ca.is_none() && a.manager_pinned.is_none() {
+        anyhow::bail!(
+            "--manager-cert needs --manager-ca or --manager-pinned to check the manager with"
+        );
+    }
+    let files = tls::TlsFiles {
+        cert: cert.clone(),
+        key: key.clone(),
+        ca: a.manager_ca.clone(),
+        pinned: a.manager_pinned.iter().cloned().collect(),
+    };
+    let config = tls::client_config(&files).context("--manager-cert")?;
+    let host = match &a.manager_name {
+        Some(n) => n.clone(),
+        None => host_of(manager),
+    };
+    let name = tls::server_name(&host).context("--manager-name")?;
+    Ok(Some((config, name)))
+}
+
+/// The host part of `HOST:PORT` / `[V6]:PORT`.
+fn host_of(hostport: &str) -> String {
+    let h = hostport.rsplit_once(':').map_or(hostport, |(h, _)| h);
+    h.trim_start_matches('[').trim_end_matches(']').to_owned()
+}
+
 impl AgentSide {
     /// Starts the stream (and the responder) when `--manager` is given.
     pub fn start(
@@ -106,13 +177,15 @@ impl AgentSide {
                 .with_context(|| format!("--clock-sync {iface}"))?,
             ),
         };
-        let sync = match (&responder, a.clock_sync_addr) {
-            (None, _) => None,
-            (Some(_), Some(ip)) => Some(SocketAddr::new(ip, a.clock_sync_port).to_string()),
-            (Some(_), None) => {
+        // The manager probes the address this agent's connection comes
+        // from, whatever the HELLO says: this is that address.
+        let sync = match &responder {
+            None => None,
+            Some(_) => {
                 Some(SocketAddr::new(local_addr_towards(manager)?, a.clock_sync_port).to_string())
             }
         };
+        let tls = tls_setup(a, m)?;
         let hello = Hello {
             version: proto::VERSION,
             agent: a
@@ -127,6 +200,7 @@ impl AgentSide {
         tracing::info!(manager = %manager, agent = %hello.agent, clock_sync = ?hello.sync, "streaming to the manager");
         let mut cfg = ForwardConfig::new(manager, hello);
         cfg.buffer_events = a.manager_buffer.max(1);
+        cfg.tls = tls;
         let fwd = Forwarder::start(cfg).context("starting the manager stream")?;
         Ok(Some(AgentSide {
             fwd,

@@ -34,6 +34,14 @@ pub fn run(args: CheckConfigArgs) -> anyhow::Result<ExitCode> {
     } else {
         Environment::detect()
     };
+    // Who may change the file: `run` refuses it as root (StrictModes).
+    if let Some(p) = xdprobe_config::strict::mode_problem(&args.file) {
+        eprintln!(
+            "{}: warning: the file {p}; run as root, xdprobe refuses it (chmod go-w / chown root, or {}=1)",
+            args.file.display(),
+            xdprobe_config::strict::OVERRIDE_ENV
+        );
+    }
     match xdprobe_config::load_with(&args.file, &env) {
         Ok(config) => {
             let estimate = budget::for_daemon(&config, &daemon::flow_config(&config), false);

@@ -238,7 +238,7 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
     let mut samples = match &a.samples {
         None => None,
         Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+            xdprobe_exporter::safe_file::create_new_or_truncate(p)?,
         )),
     };
 
@@ -250,7 +250,7 @@ pub fn run(a: HostArgs) -> anyhow::Result<ExitCode> {
         None => None,
         Some("-") => Some(Box::new(std::io::stdout().lock())),
         Some(p) => Some(Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {p}"))?,
+            xdprobe_exporter::safe_file::create_new_or_truncate(std::path::Path::new(p))?,
         ))),
     };
     let clock = WallClock::now();

@@ -21,11 +21,14 @@ use crate::manager::{self, RunOptions};
 const EXIT_SETUP: u8 = 2;
 
 #[derive(clap::Args, Debug)]
+#[command(subcommand_negates_reqs = true, args_conflicts_with_subcommands = true)]
 pub struct ManagerArgs {
+    #[command(subcommand)]
+    pub cmd: Option<ManagerCmd>,
     /// Config file: its [manager], [export] and [metrics] sections
     /// ([[interface]] is not needed).
-    #[arg(short = 'c', long = "config", value_name = "FILE")]
-    pub config: PathBuf,
+    #[arg(short = 'c', long = "config", value_name = "FILE", required = true)]
+    pub config: Option<PathBuf>,
     /// Only check the file (exit 0, or 2 with every error).
     #[arg(long)]
     pub check: bool,
@@ -43,8 +46,68 @@ pub struct ManagerArgs {
     pub stats: bool,
 }
 
+#[derive(clap::Subcommand, Debug)]
+pub enum ManagerCmd {
+    /// Write a private CA and the TLS certificates of the manager and of
+    /// its agents (PEM; keys mode 0600, never through a symlink). An
+    /// existing CA in DIR is reused, so agents can be added later.
+    GenCerts(GenCertsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GenCertsArgs {
+    /// Where the files go (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Host names or IP addresses the agents dial the manager by
+    /// (--manager HOST:PORT); repeat. None: no manager certificate.
+    #[arg(long = "manager", value_name = "NAME|IP")]
+    pub manager: Vec<String>,
+    /// Agent names (their --agent-name), one certificate each; repeat.
+    #[arg(long = "agent", value_name = "NAME")]
+    pub agent: Vec<String>,
+}
+
+fn gen_certs(a: &GenCertsArgs) -> anyhow::Result<ExitCode> {
+    let made = xdprobe_host::fleet::certs::generate(&a.dir, &a.manager, &a.agent)?;
+    for p in &made {
+        println!("{}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `--check` says about the agents' channel.
+fn channel(s: &xdprobe_config::ManagerSecurity) -> String {
+    use xdprobe_config::ManagerSecurity;
+    match s {
+        ManagerSecurity::Tls {
+            cert, ca, pinned, ..
+        } => {
+            let trust = match (ca, pinned.len()) {
+                (Some(ca), 0) => format!("agents' certificates from the CA {}", ca.display()),
+                (Some(ca), n) => format!("the CA {} and {n} pinned certificate(s)", ca.display()),
+                (None, n) => format!("{n} pinned agent certificate(s)"),
+            };
+            format!(
+                "mutual TLS 1.3 as {}; {trust}; each agent's certificate must name it",
+                cert.display()
+            )
+        }
+        ManagerSecurity::Insecure => {
+            "INSECURE: plaintext, no authentication (insecure = true)".into()
+        }
+        ManagerSecurity::Unset => "not configured".into(),
+    }
+}
+
 pub fn run(a: ManagerArgs) -> anyhow::Result<ExitCode> {
-    let mut cfg = match xdprobe_config::load_manager(&a.config) {
+    if let Some(ManagerCmd::GenCerts(g)) = &a.cmd {
+        return gen_certs(g);
+    }
+    let Some(config) = a.config else {
+        anyhow::bail!("-c FILE is required");
+    };
+    let mut cfg = match xdprobe_config::load_manager(&config) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{e}");
@@ -52,7 +115,14 @@ pub fn run(a: ManagerArgs) -> anyhow::Result<ExitCode> {
         }
     };
     if a.check {
-        println!("{}: ok", a.config.display());
+        // The TLS files are read as the manager would, so a wrong path or
+        // a key that does not match shows here.
+        if let Err(e) = manager::tls_config(&cfg.manager.security) {
+            eprintln!("{}: {e:#}", config.display());
+            return Ok(ExitCode::from(EXIT_SETUP));
+        }
+        println!("{}: ok", config.display());
+        println!("  agents' channel: {}", channel(&cfg.manager.security));
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(j) = a.json {

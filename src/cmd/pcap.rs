@@ -114,6 +114,75 @@ pub struct FlowArgs {
     /// Do not compute RTT from TCP timestamps (the rest of NPM stays on).
     #[arg(long)]
     pub no_ts_rtt: bool,
+    #[command(flatten)]
+    pub l7: L7Args,
+}
+
+/// What each flow is (`[l7]` in the config file, docs/l7.md).
+#[derive(clap::Args, Debug, Clone)]
+pub struct L7Args {
+    /// No application labels or TLS/QUIC/HTTP/DNS fields (to measure their
+    /// cost).
+    #[arg(long)]
+    pub no_l7: bool,
+    /// Do not parse TLS (its flows are still labelled).
+    #[arg(long)]
+    pub no_l7_tls: bool,
+    /// Do not decrypt QUIC Initials (its flows are still labelled).
+    #[arg(long)]
+    pub no_l7_quic: bool,
+    /// Do not parse HTTP/1.x (its flows are still labelled).
+    #[arg(long)]
+    pub no_l7_http: bool,
+    /// Do not parse DNS (its flows are still labelled).
+    #[arg(long)]
+    pub no_l7_dns: bool,
+    /// Payload packets per direction inspected while a flow matched nothing
+    /// or its hellos are awaited.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..))]
+    pub l7_packets: u8,
+    /// Flows with L7 parser state at once, per worker.
+    #[arg(long, default_value_t = 16_384,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
+    pub l7_max_flows: u64,
+    /// 16 KiB reassembly buffers per worker.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(0..=65_536))]
+    pub l7_buffers: u64,
+    /// Bytes a TLS hello flight, QUIC CRYPTO stream or DNS-over-TCP message
+    /// may take.
+    #[arg(long, default_value_t = 16_384,
+          value_parser = clap::value_parser!(u64).range(256..=16_384))]
+    pub l7_reassembly_bytes: u64,
+    /// Bytes an HTTP head may take.
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(256..=16_384))]
+    pub http_max_head: u64,
+    /// Bytes of the HTTP request target kept.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(0..=1024))]
+    pub http_target_len: u64,
+    /// Keep the first request's User-Agent.
+    #[arg(long)]
+    pub http_user_agent: bool,
+}
+
+impl L7Args {
+    /// As the config file's `[l7]`.
+    pub fn settings(&self) -> xdprobe_config::L7Settings {
+        let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        xdprobe_config::L7Settings {
+            enabled: !self.no_l7,
+            tls: !self.no_l7_tls,
+            quic: !self.no_l7_quic,
+            http: !self.no_l7_http,
+            dns: !self.no_l7_dns,
+            packets: self.l7_packets,
+            max_flows: n(self.l7_max_flows),
+            buffers: n(self.l7_buffers),
+            reassembly_bytes: n(self.l7_reassembly_bytes),
+            http_max_head: n(self.http_max_head),
+            http_target_len: n(self.http_target_len),
+            http_user_agent: self.http_user_agent,
+        }
+    }
 }
 
 /// The largest `--capacity`, as the config file's `[flow] capacity`.
@@ -128,6 +197,7 @@ impl FlowArgs {
             tcp_linger: self.tcp_linger,
             npm: !self.no_npm,
             ts_rtt: !self.no_ts_rtt,
+            l7: xdprobe::l7_settings::l7_config(&self.l7.settings()),
             ..FlowConfig::default()
         }
     }
@@ -150,12 +220,7 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     let mut reader =
         Capture::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
     check_memory(&args, &flow, n_workers, &reader)?;
-    let format = match args.format.unwrap_or_else(default_format) {
-        FormatArg::Json => Some(Format::Json),
-        FormatArg::Table => Some(Format::Table),
-        FormatArg::Csv => Some(Format::Csv),
-        FormatArg::None => None,
-    };
+    let format = output_format(args.format.unwrap_or_else(default_format));
     let exporter = start_exporter(&args)?;
     let sender = exporter.as_ref().map(|(e, _)| e.sender());
     let stdout = io::stdout().lock();
@@ -181,17 +246,15 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
                 }
                 return;
             };
-            // Offline: never drop a record, wait for the exporter instead.
-            if let Some(tx) = &sender {
-                tx.send_blocking(rec);
-            }
-            if out_err.is_some() {
-                return;
-            }
-            if let Some(w) = writer.as_mut()
+            if out_err.is_none()
+                && let Some(w) = writer.as_mut()
                 && let Err(e) = w.write(&rec)
             {
                 out_err = Some(e);
+            }
+            // Offline: never drop a record, wait for the exporter instead.
+            if let Some(tx) = &sender {
+                tx.send_blocking(rec);
             }
         };
         // Before the workers: the capture filter, then the progress bar.
@@ -233,18 +296,47 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
     if args.stats {
         print_stats(&total, &stats, filter.as_ref(), &reader, elapsed);
     }
-    if let Some((exporter, counters)) = exporter {
-        counters.store(
-            total.drops.total(),
-            total.table.evicted,
-            total.frags.evicted,
-        );
-        let es = exporter.shutdown().context("flushing the exporter")?;
-        if args.stats {
-            eprintln!("export: {es}");
-        }
+    if let Some(ex) = exporter
+        && !finish_export(ex, &total, args.stats)?
+    {
+        return Ok(ExitCode::FAILURE);
     }
     Ok(exit_code(read_result, &args, &total))
+}
+
+fn output_format(f: FormatArg) -> Option<Format> {
+    match f {
+        FormatArg::Json => Some(Format::Json),
+        FormatArg::Table => Some(Format::Table),
+        FormatArg::Csv => Some(Format::Csv),
+        FormatArg::None => None,
+    }
+}
+
+/// Flushes the exporter; false when a file export lost messages, a failed
+/// run whatever the rest did (the file holds the whole ones).
+fn finish_export(
+    (exporter, counters): (Exporter, Arc<ProbeCounters>),
+    total: &WorkerStats,
+    stats: bool,
+) -> anyhow::Result<bool> {
+    counters.store(
+        total.drops.total(),
+        total.table.evicted,
+        total.frags.evicted,
+    );
+    let es = exporter.shutdown().context("flushing the exporter")?;
+    if stats {
+        eprintln!("export: {es}");
+    }
+    if let Some(c) = es.collectors.iter().find(|c| c.failed_messages > 0) {
+        eprintln!(
+            "xdprobe: export to {} failed: {} messages written, {} lost ({} records)",
+            c.url, c.messages, c.failed_messages, c.not_sent
+        );
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// Refuses to start when the flow tables, rings and queues this run sets
@@ -330,8 +422,8 @@ fn print_stats(
     let r = reader.reorder_stats();
     if r != Default::default() {
         eprintln!(
-            "  time order: {} packets put before earlier-written ones, {} late by more than 2 ms (kept in file order), {} let out early (hold ring full)",
-            r.reordered, r.late, r.overflow
+            "  time order: {} packets put before earlier-written ones, {} late by more than 2 ms (kept in file order; {} dropped as strays over 10 s off, {} clock steps kept), {} let out early (hold ring full)",
+            r.reordered, r.late, r.late_dropped, r.steps, r.overflow
         );
     }
 }
@@ -410,6 +502,9 @@ pub fn print_summary(s: &WorkerStats, elapsed: Duration) {
             if ev.is_empty() { "" } else { "; " },
             ev.join(", ")
         );
+    }
+    if s.l7 != Default::default() {
+        let _ = writeln!(e, "  l7: {}; state {} bytes", s.l7, s.l7_bytes);
     }
     if s.ip_length_clamped > 0 {
         let _ = writeln!(

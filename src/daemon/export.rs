@@ -38,6 +38,11 @@ const COUNTERS: &[PerCollector] = &[
         |c| c.not_sent,
     ),
     (
+        "xdprobe_export_messages_failed",
+        "File export: messages a write error lost (cut back out of the file, so it stays valid); their records are in records_not_sent.",
+        |c| c.failed_messages,
+    ),
+    (
         "xdprobe_export_connects",
         "TCP connections made to the collector.",
         |c| c.connects,

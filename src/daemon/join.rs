@@ -27,7 +27,7 @@ pub struct HostLine {
 /// A wire record as the joiner holds it: the typed record itself, written
 /// in the record schema (`JsonRecord`, as its own line) as the joined
 /// line's `wire`.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct WireRecord(FlowRecord);
 
 impl Serialize for WireRecord {
@@ -90,7 +90,7 @@ impl Companion for Joining {
             server: (rec.server_addr, rec.server_port),
             start_us: rec.start.as_micros(),
             end_us: rec.end.as_micros(),
-            record: WireRecord(*rec),
+            record: WireRecord(rec.clone()),
         };
         let joined = self.joiner.wire(wire, now_us());
         Self::write_joined(joined, out)

@@ -45,7 +45,7 @@ use privs::PrivError;
 use reload::reload;
 use report::{QueueReport, Report, ReportCollector, TsRttSummary};
 
-mod export;
+pub mod export;
 pub mod host;
 pub mod join;
 pub mod privs;
@@ -137,6 +137,7 @@ pub fn flow_config(cfg: &Config) -> FlowConfig {
         tcp_linger: cfg.flow.tcp_end_linger,
         npm: cfg.flow.npm,
         ts_rtt: cfg.flow.tcp_ts_rtt,
+        l7: crate::l7_settings::l7_config(&cfg.l7),
         ..FlowConfig::default()
     }
 }
@@ -569,8 +570,9 @@ impl Daemon {
 }
 
 fn open_json(p: &Path) -> Result<std::fs::File, DaemonError> {
-    std::fs::File::create(p).map_err(|source| DaemonError::Json {
+    // Never through a planted symlink (the daemon runs as root).
+    xdprobe_exporter::safe_file::create_new_or_truncate(p).map_err(|e| DaemonError::Json {
         path: p.display().to_string(),
-        source,
+        source: e.into(),
     })
 }

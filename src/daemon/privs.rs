@@ -32,8 +32,8 @@ pub enum PrivError {
     },
 }
 
-const CAP_NET_ADMIN: u32 = 12;
-const CAP_BPF: u32 = 39;
+pub const CAP_NET_ADMIN: u32 = 12;
+pub const CAP_BPF: u32 = 39;
 /// Capabilities the daemon keeps.
 pub const KEEP: [u32; 2] = [CAP_NET_ADMIN, CAP_BPF];
 const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
@@ -70,6 +70,12 @@ pub fn keep_mask() -> u64 {
 
 /// Drops to `KEEP` (and to `user`, if given). Idempotent.
 pub fn drop_privileges(user: Option<&str>) -> Result<(), PrivError> {
+    drop_to(user, &KEEP)
+}
+
+/// Drops every capability but `keep` (and to `user`, if given); the
+/// manager keeps less than the daemon.
+pub fn drop_to(user: Option<&str>, keep: &[u32]) -> Result<(), PrivError> {
     let ids = match user {
         Some(name) => Some(lookup_user(name)?),
         None => None,
@@ -77,7 +83,7 @@ pub fn drop_privileges(user: Option<&str>) -> Result<(), PrivError> {
     // Bounding set first: removing from it needs CAP_SETPCAP, which goes
     // below. Capabilities this kernel does not know fail with EINVAL: stop.
     for cap in 0..64u32 {
-        if KEEP.contains(&cap) {
+        if keep.contains(&cap) {
             continue;
         }
         // SAFETY: prctl with integer arguments only.
@@ -100,8 +106,17 @@ pub fn drop_privileges(user: Option<&str>) -> Result<(), PrivError> {
         let rc = unsafe { libc::setresuid(uid, uid, uid) };
         sys("setresuid", rc.into())?;
     }
+    // Only what the process still has: one started without a capability
+    // (a unit's empty CapabilityBoundingSet=) cannot be given one, and
+    // asking for it would fail the whole drop.
+    let held = permitted_caps().unwrap_or(u64::MAX);
+    let kept: Vec<u32> = keep
+        .iter()
+        .copied()
+        .filter(|&c| held & (1u64 << c) != 0)
+        .collect();
     let mut data = [CapData::default(); 2];
-    for &cap in &KEEP {
+    for &cap in &kept {
         let word = (cap / 32) as usize;
         let bit = 1u32 << (cap % 32);
         if let Some(d) = data.get_mut(word) {
@@ -122,10 +137,18 @@ pub fn drop_privileges(user: Option<&str>) -> Result<(), PrivError> {
     sys("prctl(PR_SET_NO_NEW_PRIVS)", rc.into())?;
     tracing::info!(
         user = user.unwrap_or("(unchanged)"),
-        kept = "CAP_BPF, CAP_NET_ADMIN",
+        kept = ?kept.iter().map(|&c| cap_name(c)).collect::<Vec<_>>(),
         "privileges dropped"
     );
     Ok(())
+}
+
+fn cap_name(c: u32) -> String {
+    match c {
+        CAP_NET_ADMIN => "CAP_NET_ADMIN".into(),
+        CAP_BPF => "CAP_BPF".into(),
+        c => format!("capability {c}"),
+    }
 }
 
 fn lookup_user(name: &str) -> Result<(libc::uid_t, libc::gid_t), PrivError> {
@@ -144,7 +167,16 @@ fn lookup_user(name: &str) -> Result<(libc::uid_t, libc::gid_t), PrivError> {
 
 /// `CapEff` of this process, from /proc (for the log and the tests).
 pub fn effective_caps() -> Option<u64> {
+    status_caps("CapEff:")
+}
+
+/// `CapPrm` of this process: what it can still make effective.
+fn permitted_caps() -> Option<u64> {
+    status_caps("CapPrm:")
+}
+
+fn status_caps(field: &str) -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("CapEff:"))?;
-    u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    u64::from_str_radix(line.trim_start_matches(field).trim(), 16).ok()
 }

@@ -105,7 +105,7 @@ impl Outputs {
         let json = match &o.json {
             None => None,
             Some(p) => Some(BufWriter::new(
-                File::create(p).with_context(|| format!("creating {}", p.display()))?,
+                xdprobe_exporter::safe_file::create_new_or_truncate(p)?,
             )),
         };
         let ipfix = HostSender::open(&o.collectors, o.pen, o.observation_domain, o.mtu)

@@ -4,7 +4,7 @@
 //! network namespaces and veth pairs (`netns`: the demo's test bed,
 //! panicking), child processes killed on drop and waits on a condition
 //! instead of fixed sleeps (`child`), the collector side of export tests
-//! (`collect`, `collectors`).
+//! (`collect`, `collectors`), captures of many flows (`flows`).
 //!
 //! Only std, libc and the test bed, so any crate of the workspace can take
 //! it as a dev-dependency without a cycle.
@@ -12,6 +12,7 @@
 pub mod child;
 pub mod collect;
 pub mod collectors;
+pub mod flows;
 pub mod netns;
 pub mod skip;
 mod tmp;

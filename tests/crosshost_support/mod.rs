@@ -20,15 +20,18 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::host_support::{HEADER, Timed, connect_one, mono_ns, realtime, serve_one};
-use crate::live_support::topo::{ChildGuard, TempDir};
+use crate::live_support::topo::TempDir;
 use crate::live_support::{NetNs, VethOpts, neigh, sh, veth};
-use xdprobe_test_support::strip_ansi;
+
+mod pki;
+mod proc;
+
+pub use proc::Proc;
 
 pub const M4: &str = "203.0.113.254";
 pub const A4: &str = "203.0.113.1";
@@ -162,12 +165,14 @@ impl Rig {
                 )
             }
         };
+        let dir = TempDir::new("crosshost");
+        pki::make(&dir.0.join("pki"));
         Rig {
             a,
             b,
             m,
             r,
-            dir: TempDir::new("crosshost"),
+            dir,
             bridge,
         }
     }
@@ -180,8 +185,14 @@ impl Rig {
     /// any sections after them); waits until it listens.
     pub fn manager(&self, extra: &str) -> Proc {
         let cfg = self.path("manager.toml");
+        // TLS unless the test asks for plaintext.
+        let tls = if extra.contains("insecure") {
+            String::new()
+        } else {
+            self.manager_tls()
+        };
         let text = format!(
-            "[manager]\nlisten = \"[::]:{MANAGER_PORT}\"\nsample_bytes = 0\nveth_xdp = [\"ma\", \"mb\"]\njson = \"{}\"\n{extra}\n",
+            "[manager]\nlisten = \"[::]:{MANAGER_PORT}\"\nsample_bytes = 0\nveth_xdp = [\"ma\", \"mb\"]\njson = \"{}\"\n{tls}{extra}\n",
             self.path("manager.jsonl").display()
         );
         let text = if text.contains("[metrics]") {
@@ -235,6 +246,10 @@ impl Rig {
         if let Some(o) = &off {
             args.push("--test-clock-offset-ns");
             args.push(o);
+        }
+        let tls = self.agent_tls(&name);
+        if !extra.contains(&"--manager-insecure") {
+            args.extend(tls.iter().map(String::as_str));
         }
         args.extend_from_slice(extra);
         let p = Proc::spawn(
@@ -305,85 +320,6 @@ pub fn rounds(j: &[Value], agent: &str) -> Vec<(i64, u64)> {
             Some((e["offset_ns"].as_i64()?, e["uncertainty_ns"].as_u64()?))
         })
         .collect()
-}
-
-/// A process of ours inside a namespace, killed on drop.
-pub struct Proc {
-    child: ChildGuard,
-    pub stderr: PathBuf,
-}
-
-impl Proc {
-    pub fn spawn(ns: &NetNs, args: &[&str], stderr: &Path) -> Proc {
-        Self::spawn_cmd(ns, env!("CARGO_BIN_EXE_xdprobe"), args, stderr)
-    }
-
-    /// Any program inside `ns` (tcpdump).
-    pub fn spawn_cmd(ns: &NetNs, program: &str, args: &[&str], stderr: &Path) -> Proc {
-        let child = ns
-            .command(program)
-            .args(args)
-            .env("XDPROBE_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(stderr).expect("stderr file"))
-            .spawn()
-            .expect("spawn xdprobe");
-        Proc {
-            child: ChildGuard::new(child),
-            stderr: stderr.to_owned(),
-        }
-    }
-
-    pub fn log(&self) -> String {
-        let raw = std::fs::read_to_string(&self.stderr).unwrap_or_default();
-        strip_ansi(&raw)
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Waits until the log holds every one of `needles`.
-    pub fn wait_log(&self, needles: &[&str], limit: Duration) {
-        let end = Instant::now() + limit;
-        loop {
-            let log = self.log();
-            if needles.iter().all(|n| log.contains(n)) {
-                return;
-            }
-            assert!(Instant::now() < end, "waiting for {needles:?} in:\n{log}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Occurrences of `needle` in the log.
-    pub fn count(&self, needle: &str) -> usize {
-        self.log().matches(needle).count()
-    }
-
-    pub fn alive(&mut self) -> bool {
-        self.child.is_running()
-    }
-
-    /// SIGTERM, and the log once it exited (which it must do cleanly).
-    pub fn stop(mut self) -> String {
-        let st = self.child.stop(libc::SIGTERM, Duration::from_secs(20));
-        let log = self.log();
-        let st = st.unwrap_or_else(|| panic!("no exit after SIGTERM:\n{log}"));
-        assert!(st.success(), "exit {st}:\n{log}");
-        log
-    }
-
-    /// SIGINT, wait, whatever the status (tcpdump).
-    pub fn stop_quiet(mut self) {
-        self.child.interrupt_and_wait(Duration::from_secs(10));
-    }
-
-    /// SIGKILL: a crash.
-    pub fn kill(mut self) {
-        self.child.kill();
-    }
 }
 
 /// Both directions of one connection timed by the application itself:

@@ -15,6 +15,8 @@ use serde_json::Value;
 
 use crate::live_support::{NetNs, neigh, sh, topo::ChildGuard};
 
+pub mod probed;
+
 pub const CLIENT_IP: &str = "192.0.2.1";
 pub const SERVER_IP: &str = "192.0.2.2";
 pub const CLIENT_IP6: &str = "2001:db8::1";

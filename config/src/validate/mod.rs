@@ -6,6 +6,7 @@
 mod collector;
 mod host;
 mod interface;
+mod l7;
 mod manager;
 mod sections;
 #[cfg(test)]
@@ -276,6 +277,7 @@ impl Validator<'_> {
             self.interfaces(&raw.interface)
         };
         let flow = self.flow(raw.flow.unwrap_or_default());
+        let l7 = self.l7(raw.l7.unwrap_or_default());
         let filter = self.filter(raw.filter.unwrap_or_default());
         let export = self.export(raw.export.unwrap_or_default());
         let metrics = self.metrics(raw.metrics.unwrap_or_default());
@@ -284,6 +286,7 @@ impl Validator<'_> {
             probe,
             interfaces,
             flow,
+            l7,
             filter,
             export,
             metrics,

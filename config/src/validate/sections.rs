@@ -54,7 +54,7 @@ fn every(name: &'static str, default: Duration) -> DurationRule {
 }
 
 /// Portable user names (POSIX-ish, as `useradd` accepts by default).
-fn valid_username(name: &str) -> bool {
+pub(super) fn valid_username(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
         && name.len() <= 32

@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 
 use serde::Serialize;
+use xdprobe_l7::{App, L7Fields};
 
 use crate::time::Timestamp;
 
@@ -138,7 +139,7 @@ pub struct TsRttRecord {
 }
 
 /// One flow record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowRecord {
     pub client_addr: IpAddr,
     pub client_port: u16,
@@ -165,6 +166,11 @@ pub struct FlowRecord {
     /// watches its own kernel (`[host] connlat`) and saw the `connect()`;
     /// never from packets.
     pub process: Option<Process>,
+    /// What the flow is, from its payload (`[l7]` on; `None` when off).
+    pub app: Option<App>,
+    /// What the flow's application said: TLS/QUIC names, HTTP requests,
+    /// DNS questions (boxed: a record without them costs a null pointer).
+    pub l7: Option<L7Fields>,
 }
 
 /// A local process behind a connection (`xdprobe run` with `[host]`).
@@ -224,6 +230,8 @@ impl FlowRecord {
             npm: Npm::default(),
             seq_in_flow: 0,
             process: None,
+            app: None,
+            l7: None,
         }
     }
 

@@ -31,7 +31,9 @@ use crate::parse::{Fragment, L4, PacketMeta, TcpFlags, TcpMeta};
 use crate::time::Timestamp;
 use entry::{Arrival, Cold, Hot1, Hot2, Kind, TcpColdEntry};
 use index::Index;
+use l7::L7Parsers;
 use slab::{Slab, Slabs, TCP};
+use xdprobe_l7::{L7Config, Transport};
 
 /// Flow table settings (validated by the config crate; these are the
 /// defaults an operator gets without a config file).
@@ -54,6 +56,9 @@ pub struct FlowConfig {
     pub ts_rtt: bool,
     /// Datagrams whose first fragment is remembered at once.
     pub frag_capacity: usize,
+    /// What each flow is (`xdprobe-l7`): the application label and the
+    /// TLS/QUIC/HTTP/DNS fields; `None` turns it off (`--no-l7`).
+    pub l7: Option<L7Config>,
 }
 
 impl Default for FlowConfig {
@@ -66,6 +71,7 @@ impl Default for FlowConfig {
             npm: true,
             ts_rtt: true,
             frag_capacity: 4096,
+            l7: Some(L7Config::default()),
         }
     }
 }
@@ -149,6 +155,9 @@ pub struct FlowTable {
     ts_stats: TsRttWorker,
     lists: Heads,
     frags: FragTable,
+    /// The L7 parsers (`None` with L7 off); each flow's handle into them
+    /// is in its cold entry (`Cold::l7`).
+    l7: Option<L7Parsers>,
     /// Latest packet time seen: expiry runs on packet time, never the clock,
     /// and never goes backwards when a capture's timestamps do.
     now: Timestamp,
@@ -189,6 +198,10 @@ impl FlowConfig {
             + TsColumn::memory_bytes(ts)
             + Index::memory_bytes(capacity)
             + FragTable::memory_bytes(self.frag_capacity)
+            + self
+                .l7
+                .as_ref()
+                .map_or(0, |c| L7Parsers::memory_bytes(c, capacity))
     }
 }
 
@@ -237,6 +250,7 @@ impl FlowTable {
             ts_stats: TsRttWorker::default(),
             lists: Heads::default(),
             frags: FragTable::try_new(cfg.frag_capacity)?,
+            l7: cfg.l7.as_ref().map(|c| L7Parsers::new(c, capacity)),
             now: Timestamp::ZERO,
             next_deadline: Timestamp(u64::MAX),
             warm_at: u64::MAX,
@@ -363,8 +377,9 @@ impl FlowTable {
     /// Prefetches what the packet will need beyond the candidate's hot
     /// lines, read from them (in cache by now, or on their way): a DNS
     /// flow's tracker, a TCP flow's timestamp-RTT entry for a segment with
-    /// the option, and the cold lines of a TCP segment that will need them
-    /// (`TcpHot::wants_cold`). A batch calls this for all its packets
+    /// the option, the cold lines of a TCP segment that will need them
+    /// (`TcpHot::wants_cold`), and the cold entry of a payload the L7
+    /// parsers still inspect (`Head::l7_inspect`). A batch calls this for all its packets
     /// after [`find_candidate`](Self::find_candidate).
     #[inline]
     pub fn prefetch_side(&self, pkt: &PacketMeta<'_>, p: &Prepared) {
@@ -382,16 +397,20 @@ impl FlowTable {
                 prefetch(ts, TsRtt::HOT_BYTES);
             }
             if let Some(h) = self.slabs.tcp.hot.get(i as usize)
-                && self.npm
-                && h.tcp.wants_cold(h.head.dir_of(p.side), t, pkt.payload_len)
+                && ((self.npm && h.tcp.wants_cold(h.head.dir_of(p.side), t, pkt.payload_len))
+                    || (pkt.payload_len > 0 && h.head.l7_inspect()))
             {
                 prefetch(&self.slabs.tcp.cold[i as usize], size_of::<TcpColdEntry>());
             }
-        } else if let Some(h) = self.slabs.head(id)
-            && h.kind == Kind::Dns
-            && let Some(d) = self.slabs.dns.get(h.side)
-        {
-            prefetch(d, size_of::<DnsTracker>());
+        } else if let Some(h) = self.slabs.head(id) {
+            if h.kind == Kind::Dns
+                && let Some(d) = self.slabs.dns.get(h.side)
+            {
+                prefetch(d, size_of::<DnsTracker>());
+            }
+            if pkt.payload_len > 0 && h.l7_inspect() {
+                prefetch(self.slabs.cold(id), size_of::<Cold>());
+            }
         }
     }
 
@@ -479,19 +498,28 @@ impl FlowTable {
                 }
                 self.on_tcp(id, side, &t, pkt, ts);
             }
-            _ => {
-                let h = self.slabs.head_mut(id);
-                let (dir, when) = h.account(side, pkt.ip_len, ts);
-                let (kind, dns) = (h.kind, h.side);
-                if when != Arrival::InOrder {
-                    self.note_first(id, when, ts);
-                }
-                if kind == Kind::Dns
-                    && let Some(d) = self.slabs.dns.get_mut(dns)
-                {
-                    d.on_datagram(dir, pkt.payload, ts);
-                }
-            }
+            _ => self.on_other(id, side, pkt, ts),
+        }
+    }
+
+    /// A packet of flow `id` without a TCP header, sent from `side`: UDP,
+    /// ICMP, other protocols, a non-first fragment (of any flow).
+    #[inline]
+    fn on_other(&mut self, id: u32, side: Side, pkt: &PacketMeta<'_>, ts: Timestamp) {
+        let h = self.slabs.head_mut(id);
+        let (dir, when) = h.account(side, pkt.ip_len, ts);
+        let (kind, dns) = (h.kind, h.side);
+        let l7 = pkt.payload_len > 0 && h.l7_inspect();
+        if when != Arrival::InOrder {
+            self.note_first(id, when, ts);
+        }
+        if kind == Kind::Dns
+            && let Some(d) = self.slabs.dns.get_mut(dns)
+        {
+            d.on_datagram(dir, pkt.payload, ts);
+        }
+        if l7 && pkt.l4 == L4::Udp {
+            self.l7_payload(id, dir, Transport::Udp, pkt, ts, None);
         }
     }
 
@@ -528,7 +556,11 @@ impl FlowTable {
             h.set_fin(dir);
         }
         let closes = !h.closing() && (t.flags.contains(TcpFlags::RST) || h.fin_both());
+        let l7 = pkt.payload_len > 0 && h.l7_inspect();
         hot.tcp.note_flags(dir, t.flags);
+        // The L7 parsers need the expected sequence number from before
+        // this segment moves it (and the handshake's server time, cold).
+        let l7 = l7.then(|| (hot.tcp.expected(dir), cold.tcp.server_net_ns()));
         let now = self.now;
         if closes {
             cold.close_deadline = now.saturating_add_nanos(self.cfg_linger_ns);
@@ -553,12 +585,17 @@ impl FlowTable {
             self.next_deadline = self.next_deadline.min(due);
             self.lists.push_back(&mut self.slabs, ListId::Closing, id);
         }
+        if let Some((expected, t_snt)) = l7 {
+            let seq = t.seq;
+            self.l7_payload(id, dir, Transport::Tcp { seq, expected }, pkt, ts, t_snt);
+        }
     }
 }
 
 mod entry;
 mod expiry;
 mod index;
+mod l7;
 mod life;
 mod slab;
 mod warm;

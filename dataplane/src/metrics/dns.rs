@@ -124,6 +124,8 @@ mod tests {
             npm: Npm::default(),
             seq_in_flow: 0,
             process: None,
+            app: None,
+            l7: None,
         }
     }
 

@@ -191,6 +191,16 @@ impl TcpTracker {
     }
 }
 
+impl TcpCold {
+    /// The handshake's server network time (`t_snt`), ns (for the L7
+    /// parsers' HTTP response times; out of line like every other read of
+    /// the cold part).
+    #[inline(never)]
+    pub fn server_net_ns(&self) -> Option<u64> {
+        self.hs.server_net_ns()
+    }
+}
+
 /// The rarely needed inputs of sequence classification, from the cold
 /// part, for segments travelling in `dir`.
 struct Rare<'a> {
@@ -417,6 +427,14 @@ impl TcpHot {
     #[inline]
     pub fn note_flags(&mut self, dir: Dir, flags: TcpFlags) {
         self.flags[dir.index()] |= flags.bits();
+    }
+
+    /// The sequence number `dir`'s next byte is expected at (from its SYN
+    /// or earlier segments), before the segment now being accounted: the
+    /// L7 parsers tell a segment that came after a hole by it.
+    #[inline]
+    pub fn expected(&self, dir: Dir) -> Option<u32> {
+        self.seq[dir.index()].expected().map(|s| s.0)
     }
 
     /// TCP flags seen this interval, client to server and back.

@@ -98,6 +98,8 @@ impl F {
             npm: Npm::default(),
             seq_in_flow: 0,
             process: None,
+            app: None,
+            l7: None,
         };
         self.t.fill(&mut r, None);
         r

@@ -79,6 +79,8 @@ impl F {
             npm: Npm::default(),
             seq_in_flow: 0,
             process: None,
+            app: None,
+            l7: None,
         };
         self.t.fill(&mut r, Some(&self.ts));
         r

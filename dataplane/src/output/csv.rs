@@ -17,6 +17,111 @@ pub(super) fn header(buf: &mut String) {
         leg_cols("ts_rtt_server"),
         leg_cols("ts_rtt_client")
     );
+    buf.pop();
+    let _ = writeln!(buf, ",{}", L7_COLS.join(","));
+}
+
+/// The L7 columns: the JSON keys (`json_l7`), ALPN lists joined by `;`.
+const L7_COLS: [&str; 35] = [
+    "app",
+    "tls_sni",
+    "tls_alpn",
+    "tls_version",
+    "tls_cipher",
+    "tls_ja3",
+    "tls_ja4",
+    "tls_cert_cn",
+    "quic_version",
+    "quic_sni",
+    "quic_alpn",
+    "http_method",
+    "http_host",
+    "http_target",
+    "http_user_agent",
+    "http_status",
+    "http_requests",
+    "http_status_1xx",
+    "http_status_2xx",
+    "http_status_3xx",
+    "http_status_4xx",
+    "http_status_5xx",
+    "http_srt_min_us",
+    "http_srt_mean_us",
+    "http_srt_max_us",
+    "dns_qname",
+    "dns_qtype",
+    "dns_qclass",
+    "dns_rcode",
+    "dns_answers",
+    "dns_answer_addr",
+    "dns_rcode_noerror",
+    "dns_rcode_nxdomain",
+    "dns_rcode_servfail",
+    "dns_rcode_other",
+];
+
+/// A CSV field: quoted (RFC 4180) when it holds a comma, quote or line
+/// break.
+fn field(buf: &mut String, v: &str) {
+    if v.contains([',', '"', '\n', '\r']) {
+        buf.push('"');
+        buf.push_str(&v.replace('"', "\"\""));
+        buf.push('"');
+    } else {
+        buf.push_str(v);
+    }
+}
+
+fn l7(buf: &mut String, r: &FlowRecord) {
+    if r.app.is_none() && r.l7.is_none() {
+        buf.push_str(&",".repeat(L7_COLS.len()));
+        return;
+    }
+    let j = super::JsonL7::of(r.app, r.l7.as_ref());
+    let list = |l: &Option<Vec<String>>| l.as_ref().map(|v| v.join(";"));
+    let vals: [Option<String>; 35] = [
+        j.app.map(str::to_string),
+        j.tls_sni,
+        list(&j.tls_alpn),
+        j.tls_version,
+        j.tls_cipher,
+        j.tls_ja3,
+        j.tls_ja4,
+        j.tls_cert_cn,
+        j.quic_version,
+        j.quic_sni,
+        list(&j.quic_alpn),
+        j.http_method,
+        j.http_host,
+        j.http_target,
+        j.http_user_agent,
+        j.http_status.map(|v| v.to_string()),
+        j.http_requests.map(|v| v.to_string()),
+        j.http_status_1xx.map(|v| v.to_string()),
+        j.http_status_2xx.map(|v| v.to_string()),
+        j.http_status_3xx.map(|v| v.to_string()),
+        j.http_status_4xx.map(|v| v.to_string()),
+        j.http_status_5xx.map(|v| v.to_string()),
+        j.http_srt_min_us.map(|v| v.to_string()),
+        j.http_srt_mean_us.map(|v| v.to_string()),
+        j.http_srt_max_us.map(|v| v.to_string()),
+        j.dns_qname,
+        j.dns_qtype.map(|v| v.to_string()),
+        j.dns_qclass.map(|v| v.to_string()),
+        j.dns_rcode.map(|v| v.to_string()),
+        j.dns_answers.map(|v| v.to_string()),
+        j.dns_answer_addr.map(|v| v.to_string()),
+        j.dns_rcode_noerror.map(|v| v.to_string()),
+        j.dns_rcode_nxdomain.map(|v| v.to_string()),
+        j.dns_rcode_servfail.map(|v| v.to_string()),
+        j.dns_rcode_other.map(|v| v.to_string()),
+    ];
+    for v in vals {
+        buf.push(',');
+        if let Some(v) = v {
+            field(buf, &v);
+        }
+    }
 }
 
 const LEG_COLS: [&str; 7] = [
@@ -104,6 +209,7 @@ pub(super) fn row(buf: &mut String, r: &FlowRecord) {
     leg(buf, n.ts_rtt.as_ref().map(|t| &t.server));
     buf.push(',');
     leg(buf, n.ts_rtt.as_ref().map(|t| &t.client));
+    l7(buf, r);
     buf.push('\n');
 }
 
@@ -126,17 +232,35 @@ mod tests {
                 window_full: 4,
                 ..DirStats::default()
             },
+            app: Some(xdprobe_l7::App::Dns),
+            l7: Some(xdprobe_l7::L7Fields::Dns(Box::new(
+                xdprobe_l7::fields::DnsInfo {
+                    qname: Some(b"a,b.example"[..].into()),
+                    qtype: Some(1),
+                    ..Default::default()
+                },
+            ))),
             ..FlowRecord::blank(58)
         };
         let (mut h, mut r) = (String::new(), String::new());
         header(&mut h);
         row(&mut r, &rec);
+        // The one quoted field holds the one comma not between columns.
+        let unq = r.replace("\"a,b.example\"", "QNAME");
         let cols = |s: &str| s.trim_end().split(',').count();
-        assert_eq!(cols(&h), cols(&r));
+        assert_eq!(cols(&h), cols(&unq));
         let names: Vec<&str> = h.trim_end().split(',').collect();
-        let vals: Vec<&str> = r.trim_end().split(',').collect();
+        let vals: Vec<&str> = unq.trim_end().split(',').collect();
         let at = |n: &str| vals[names.iter().position(|x| *x == n).unwrap()];
         assert_eq!((at("c2s_zero_window"), at("c2s_window_full")), ("3", "4"));
         assert_eq!(at("proto"), "icmpv6");
+        assert_eq!(
+            (at("app"), at("dns_qname"), at("dns_qtype")),
+            ("dns", "QNAME", "1")
+        );
+        assert_eq!(
+            (at("tls_sni"), at("http_requests"), at("dns_rcode_other")),
+            ("", "", "0")
+        );
     }
 }

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+use super::json_l7::{self, JsonL7};
 use crate::flow::record::{DirStats, EndReason, FlowRecord, TsRttLeg};
 
 /// The serialised shape of one record (borrowing, no copies of the record).
@@ -40,6 +41,9 @@ pub struct JsonRecord<'a> {
     /// segment of the flow carried the option.
     pub ts_rtt_server: Option<TsRttLeg>,
     pub ts_rtt_client: Option<TsRttLeg>,
+    /// What the flow is (`json_l7`).
+    #[serde(flatten)]
+    pub l7: JsonL7,
     /// The local process that opened the connection (`xdprobe run` with
     /// `[host] connlat`); the key is left out where that is not known, so
     /// file output keeps its schema.
@@ -83,6 +87,7 @@ impl<'a> From<&'a FlowRecord> for JsonRecord<'a> {
             tls: r.npm.tls,
             ts_rtt_server: r.npm.ts_rtt.map(|t| t.server),
             ts_rtt_client: r.npm.ts_rtt.map(|t| t.client),
+            l7: JsonL7::of(r.app, r.l7.as_ref()),
             process: r.process.as_ref().map(|p| JsonProcess {
                 pid: p.pid,
                 comm: p.comm(),
@@ -151,6 +156,7 @@ pub(super) fn line(buf: &mut Vec<u8>, r: &FlowRecord) {
     leg(buf, &mut n, m.ts_rtt.as_ref().map(|t| &t.server));
     buf.extend_from_slice(b",\"ts_rtt_client\":");
     leg(buf, &mut n, m.ts_rtt.as_ref().map(|t| &t.client));
+    json_l7::keys(buf, &mut n, r.app, r.l7.as_ref());
     if let Some(p) = &r.process {
         buf.extend_from_slice(b",\"process\":{\"pid\":");
         buf.extend_from_slice(n.format(p.pid).as_bytes());
@@ -194,7 +200,7 @@ fn count<I: itoa::Integer + Default + PartialEq>(buf: &mut Vec<u8>, n: &mut itoa
     }
 }
 
-fn addr(buf: &mut Vec<u8>, a: IpAddr) {
+pub(super) fn addr(buf: &mut Vec<u8>, a: IpAddr) {
     match a {
         // Dotted quad by hand: `Display` goes through the formatter's
         // padding logic, four small integers do not need it.
@@ -266,7 +272,7 @@ fn leg(buf: &mut Vec<u8>, n: &mut itoa::Buffer, l: Option<&TsRttLeg>) {
 /// A JSON string with serde_json's escapes: `\"`, `\\`, the short forms
 /// `\b \f \n \r \t`, `\u00xx` (lower-case hex) for other control bytes;
 /// everything else, non-ASCII included, as its UTF-8 bytes.
-fn string(buf: &mut Vec<u8>, s: &str) {
+pub(super) fn string(buf: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     buf.push(b'"');
     for &b in s.as_bytes() {
@@ -326,6 +332,8 @@ mod tests {
             },
             seq_in_flow: 0,
             process: None,
+            app: None,
+            l7: None,
         };
         let mut s = Vec::new();
         line(&mut s, &rec);
@@ -347,7 +355,7 @@ mod tests {
             v.get("process").is_none(),
             "no process key from packets alone"
         );
-        let mut with = rec;
+        let mut with = rec.clone();
         with.process = Some(crate::flow::record::Process::new(
             4242,
             "curl-with-a-long-name",
@@ -524,6 +532,8 @@ mod tests {
                 seq_in_flow: [0, 1, u32::MAX][i % 3],
                 process: (i % 6 != 0)
                     .then(|| Process::new(i as u32 * 1000, names[i % names.len()], 10_250)),
+                app: super::super::json_l7::tests::app(i),
+                l7: super::super::json_l7::tests::fields(i),
             });
         }
         let mut got = Vec::new();

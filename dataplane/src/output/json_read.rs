@@ -9,6 +9,8 @@ use serde_json::Value;
 
 use crate::flow::record::{DirStats, EndReason, FlowRecord, Npm, Process, TsRttLeg, TsRttRecord};
 use crate::time::Timestamp;
+use xdprobe_l7::fields::{DnsInfo, HttpInfo, QuicInfo, SrtSummary, Str, TlsInfo};
+use xdprobe_l7::{App, L7Fields};
 
 fn u64_of(v: &Value, k: &str) -> Option<u64> {
     v.get(k)?.as_u64()
@@ -116,7 +118,107 @@ pub fn from_json(v: &Value) -> Option<FlowRecord> {
                 u32_of(p, "connect_us")?,
             )),
         },
+        app: v
+            .get("app")
+            .and_then(Value::as_str)
+            .and_then(|a| App::ALL.into_iter().find(|x| x.as_str() == a)),
+        l7: l7_fields(v),
     })
+}
+
+/// A string key as its bytes (the text the writer made of them).
+fn bytes(v: &Value, k: &str) -> Option<Str> {
+    Some(v.get(k)?.as_str()?.as_bytes().into())
+}
+
+/// A hex key (`0x0304`).
+fn hex(v: &Value, k: &str) -> Option<u32> {
+    u32::from_str_radix(v.get(k)?.as_str()?.strip_prefix("0x")?, 16).ok()
+}
+
+/// A list of names back into ALPN wire form.
+fn alpn(v: &Value, k: &str) -> Option<Str> {
+    let mut w = Vec::new();
+    for p in v.get(k)?.as_array()? {
+        let p = p.as_str()?.as_bytes();
+        w.push(u8::try_from(p.len()).ok()?);
+        w.extend_from_slice(p);
+    }
+    Some(w.into())
+}
+
+fn fixed<const N: usize>(s: Option<&str>, hexed: bool) -> Option<[u8; N]> {
+    let s = s?;
+    let mut out = [0u8; N];
+    if hexed {
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+    } else {
+        out.copy_from_slice(s.as_bytes().get(..N)?);
+    }
+    Some(out)
+}
+
+/// The L7 fields of a JSON record: which set by which keys are not null.
+fn l7_fields(v: &Value) -> Option<L7Fields> {
+    let u16_of = |k: &str| u16::try_from(u64_of(v, k)?).ok();
+    let ja4 = fixed::<36>(v.get("tls_ja4").and_then(Value::as_str), false);
+    if let Some(version) = hex(v, "quic_version") {
+        return Some(L7Fields::Quic(Box::new(QuicInfo {
+            version,
+            sni: bytes(v, "quic_sni"),
+            alpn: alpn(v, "quic_alpn"),
+            ja4,
+        })));
+    }
+    if let Some(requests) = u32_of(v, "http_requests") {
+        let class = |i: usize| u32_of(v, &format!("http_status_{i}xx")).unwrap_or(0);
+        return Some(L7Fields::Http(Box::new(HttpInfo {
+            method: bytes(v, "http_method"),
+            host: bytes(v, "http_host"),
+            target: bytes(v, "http_target"),
+            user_agent: bytes(v, "http_user_agent"),
+            status: u16_of("http_status"),
+            requests,
+            status_class: [1, 2, 3, 4, 5].map(class),
+            srt: SrtSummary::default(),
+        })));
+    }
+    if let Some(noerror) = u32_of(v, "dns_rcode_noerror") {
+        let rc = |k: &str| u32_of(v, k).unwrap_or(0);
+        return Some(L7Fields::Dns(Box::new(DnsInfo {
+            qname: bytes(v, "dns_qname"),
+            qtype: u16_of("dns_qtype"),
+            qclass: u16_of("dns_qclass"),
+            rcode: u64_of(v, "dns_rcode").and_then(|x| u8::try_from(x).ok()),
+            answers: u16_of("dns_answers"),
+            answer_addr: v
+                .get("dns_answer_addr")?
+                .as_str()
+                .and_then(|a| a.parse().ok()),
+            rcodes: [
+                noerror,
+                rc("dns_rcode_nxdomain"),
+                rc("dns_rcode_servfail"),
+                rc("dns_rcode_other"),
+            ],
+        })));
+    }
+    let tls = TlsInfo {
+        sni: bytes(v, "tls_sni"),
+        alpn: alpn(v, "tls_alpn"),
+        version: hex(v, "tls_version").and_then(|x| u16::try_from(x).ok()),
+        cipher: hex(v, "tls_cipher").and_then(|x| u16::try_from(x).ok()),
+        ja3: fixed::<16>(v.get("tls_ja3").and_then(Value::as_str), true),
+        ja4,
+        cert_cn: bytes(v, "tls_cert_cn"),
+    };
+    (tls != TlsInfo::default()
+        || v.get("app")
+            .and_then(Value::as_str)
+            .is_some_and(|a| a.starts_with("tls")))
+    .then(|| L7Fields::Tls(Box::new(tls)))
 }
 
 #[cfg(test)]
@@ -178,17 +280,54 @@ mod tests {
             },
             seq_in_flow: 0,
             process: Some(Process::new(4242, "curl", 10_250)),
+            app: Some(App::Http),
+            l7: Some(L7Fields::Http(Box::new(HttpInfo {
+                method: Some(b"GET"[..].into()),
+                host: Some(b"web.example"[..].into()),
+                target: Some(b"/x"[..].into()),
+                user_agent: None,
+                status: Some(200),
+                requests: 2,
+                status_class: [0, 2, 0, 0, 0],
+                srt: SrtSummary::default(),
+            }))),
         };
         let mut w = RecordWriter::new(Vec::new(), Format::Json);
         w.write(&rec).unwrap();
         let line = String::from_utf8(w.into_inner()).unwrap();
         let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(from_json(&v), Some(rec));
+        let back = from_json(&v).unwrap();
+        // Response times are written as min/mean/max and read as none.
+        assert_eq!(back, rec);
         let mut bare = rec;
         bare.process = None;
         bare.client_addr = "2001:db8::1".parse().unwrap();
         bare.vlan = None;
         bare.npm.ts_rtt = None;
+        bare.app = Some(App::TlsH2);
+        bare.l7 = Some(L7Fields::Tls(Box::new(TlsInfo {
+            sni: Some(b"www.example.com"[..].into()),
+            alpn: Some(b"\x02h2"[..].into()),
+            version: Some(0x0304),
+            cipher: Some(0x1301),
+            ja3: Some([7; 16]),
+            ja4: Some(*b"t13d1516h2_8daaf6152771_e5627efa2ab1"),
+            cert_cn: None,
+        })));
+        let mut w = RecordWriter::new(Vec::new(), Format::Json);
+        w.write(&bare).unwrap();
+        let v: Value = serde_json::from_slice(&w.into_inner()).unwrap();
+        assert_eq!(from_json(&v), Some(bare.clone()));
+        bare.app = Some(App::Dns);
+        bare.l7 = Some(L7Fields::Dns(Box::new(DnsInfo {
+            qname: Some(b"example.org"[..].into()),
+            qtype: Some(1),
+            qclass: Some(1),
+            rcode: Some(0),
+            answers: Some(1),
+            answer_addr: Some("192.0.2.9".parse().unwrap()),
+            rcodes: [1, 0, 0, 0],
+        })));
         let mut w = RecordWriter::new(Vec::new(), Format::Json);
         w.write(&bare).unwrap();
         let v: Value = serde_json::from_slice(&w.into_inner()).unwrap();

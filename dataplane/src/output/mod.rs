@@ -4,6 +4,7 @@
 
 mod csv;
 mod json;
+mod json_l7;
 #[cfg(feature = "json-read")]
 mod json_read;
 mod table;
@@ -13,6 +14,7 @@ use std::io::{self, Write};
 use crate::flow::record::FlowRecord;
 
 pub use json::JsonRecord;
+pub use json_l7::{JsonL7, hex_bytes, hex_code};
 #[cfg(feature = "json-read")]
 pub use json_read::from_json;
 

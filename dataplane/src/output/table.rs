@@ -15,7 +15,7 @@ use crate::flow::record::FlowRecord;
 /// nothing flushes.
 pub(super) const BLOCK: usize = 1024;
 
-const N: usize = 14;
+const N: usize = 16;
 
 /// Column names, and whether the column is numeric (right-aligned).
 const COLUMNS: [(&str, bool); N] = [
@@ -33,6 +33,8 @@ const COLUMNS: [(&str, bool); N] = [
     ("rtx", true),
     ("ooo", true),
     ("end", false),
+    ("app", false),
+    ("name", false),
 ];
 
 /// The rows waiting for their block to be written, and the widths so far.
@@ -91,7 +93,31 @@ impl Table {
                 let _ = write!(out, "{sep}{cell:<width$}");
             }
         }
+        // An empty last cell (a flow without a name) leaves no blanks.
+        let kept = out.trim_end_matches(' ').len();
+        out.truncate(kept);
         out.push('\n');
+    }
+}
+
+/// What names the flow: the TLS or QUIC server name, the HTTP Host, the
+/// DNS question (then, for HTTP, the status of the last response).
+fn name(r: &FlowRecord) -> String {
+    use xdprobe_l7::L7Fields;
+    use xdprobe_l7::text::Shown;
+    let shown = |s: &Option<Box<[u8]>>| {
+        s.as_deref()
+            .map_or_else(String::new, |b| Shown(b).to_string())
+    };
+    match &r.l7 {
+        Some(L7Fields::Tls(t)) => shown(&t.sni),
+        Some(L7Fields::Quic(q)) => shown(&q.sni),
+        Some(L7Fields::Http(h)) => match h.status {
+            Some(s) => format!("{} {s}", shown(&h.host)),
+            None => shown(&h.host),
+        },
+        Some(L7Fields::Dns(d)) => shown(&d.qname),
+        None => String::new(),
     }
 }
 
@@ -124,14 +150,15 @@ fn cells(r: &FlowRecord) -> [String; N] {
         (r.c2s.retrans + r.s2c.retrans).to_string(),
         (r.c2s.ooo + r.s2c.ooo).to_string(),
         format!("{:?}", r.end_reason).to_lowercase(),
+        r.app.map_or("-", |a| a.as_str()).to_string(),
+        name(r),
     ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::record::{DirStats, EndReason, Npm};
-    use crate::time::Timestamp;
+    use crate::flow::record::EndReason;
 
     fn record(client: &str, server: &str) -> FlowRecord {
         FlowRecord {
@@ -139,18 +166,8 @@ mod tests {
             client_port: 40_000,
             server_addr: server.parse().unwrap(),
             server_port: 443,
-            proto: 6,
-            vlan: None,
-            direction_guessed: false,
-            start: Timestamp::ZERO,
-            end: Timestamp::ZERO,
             end_reason: EndReason::End,
-            tos: 0,
-            c2s: DirStats::default(),
-            s2c: DirStats::default(),
-            npm: Npm::default(),
-            seq_in_flow: 0,
-            process: None,
+            ..FlowRecord::blank(6)
         }
     }
 

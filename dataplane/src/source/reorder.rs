@@ -16,8 +16,17 @@
 //!   come before it;
 //! - a packet stamped more than the window before the newest one read so
 //!   far is *late*: everything held is handed out first, then it, in file
-//!   order, as without this stage (a capture whose clock stepped back, or
-//!   two files concatenated, is not reshuffled wholesale);
+//!   order (real captures have such packets: tshark counts them, so do we);
+//! - a packet stamped more than [`STRAY_NS`] back is a *stray*: dropped and
+//!   counted (`late_dropped`). Handed on, one packet stamped 0 in a flow
+//!   would make that flow start in 1970;
+//! - unless strays keep coming: [`STEP_RUN`] of them in a row are a clock
+//!   that stepped back (two files concatenated, a recorder's clock set
+//!   back). Then everything held goes first, then the run, in file order,
+//!   and the capture's time goes on from them (`steps`): nothing is lost;
+//! - likewise a packet stamped more than [`STRAY_NS`] *ahead* does not move
+//!   the capture's time (else every packet after it would be a stray)
+//!   until [`STEP_RUN`] such packets in a row make it a step forward;
 //! - at most [`CAPACITY`] packets are held; beyond that the oldest goes out
 //!   early (counted), so a burst of more than that within one window is in
 //!   file order again past that point.
@@ -38,6 +47,15 @@ use crate::time::Timestamp;
 /// the live hand-off's hold time (`capture/src/handoff/merge.rs` uses this constant).
 pub const WINDOW_NS: u64 = 2_000_000;
 
+/// Late packets in a row that make a clock step rather than strays.
+pub const STEP_RUN: usize = 64;
+
+/// How far back (or ahead) of the capture's time a packet is a stray
+/// rather than late: 10 s. Late packets occur in real captures (a split
+/// TAP, merged files: the corpus has one 5 ms back) and are kept; a stamp
+/// this far off is a broken one.
+pub const STRAY_NS: u64 = 10_000_000_000;
+
 /// Packets held at most: a 2 ms window at 4 M packets per second. A power
 /// of two: the ring's positions wrap with a mask.
 pub const CAPACITY: usize = 8192;
@@ -48,9 +66,13 @@ const _: () = assert!(CAPACITY.is_power_of_two());
 pub struct ReorderStats {
     /// Packets handed out before others that preceded them in the file.
     pub reordered: u64,
-    /// Packets stamped more than the window before an earlier-read one:
-    /// handed out in file order.
+    /// Packets stamped more than the window before an earlier-read one.
     pub late: u64,
+    /// Strays dropped: more than [`STRAY_NS`] back, fewer than
+    /// [`STEP_RUN`] in a row.
+    pub late_dropped: u64,
+    /// Clock steps back: a run of late packets handed out in file order.
+    pub steps: u64,
     /// Packets handed out before the window passed because the ring was
     /// full.
     pub overflow: u64,
@@ -191,6 +213,10 @@ pub struct TimeOrdered<B: AsRef<[u8]>> {
     forced: usize,
     /// Newest timestamp read so far (ns).
     newest: u64,
+    /// Strays back in a row, kept until they are a step or dropped.
+    late_run: Vec<Held>,
+    /// Packets far ahead in a row (they do not move `newest` until a step).
+    ahead: usize,
     /// The reader reported the end of the file or an error; calling it
     /// again repeats that answer.
     done: bool,
@@ -204,6 +230,8 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
             held: Ring::new(),
             forced: 0,
             newest: 0,
+            late_run: Vec::with_capacity(STEP_RUN),
+            ahead: 0,
             done: false,
             stats: ReorderStats::default(),
         }
@@ -254,7 +282,9 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
     /// [`next_batch`](Self::next_batch) to report).
     fn read_some(&mut self) -> bool {
         self.held.compact();
-        let room = CAPACITY.saturating_sub(self.held.len()).min(READ_BATCH);
+        let room = CAPACITY
+            .saturating_sub(self.held.len() + self.late_run.len())
+            .min(READ_BATCH);
         let mut n = 0;
         while n < room {
             // Each record goes from the file straight into its place: a
@@ -299,12 +329,45 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
     fn insert(&mut self, h: Held) {
         let t = h.ts.as_nanos();
         if t.saturating_add(WINDOW_NS) < self.newest {
-            // Late: what is held goes first, then this one, in file order.
             self.stats.late += 1;
+            if t.saturating_add(STRAY_NS) >= self.newest {
+                // Late: what is held goes first, then this one, in file
+                // order.
+                self.drop_late_run();
+                self.ahead = 0;
+                self.forced = self.held.len();
+                self.held.push_back(h);
+                return;
+            }
+            if self.late_run.len() < STEP_RUN {
+                self.late_run.push(h);
+                return;
+            }
+            // A clock step: what is held goes first, then the run and this
+            // one, in file order; time goes on from them.
+            self.stats.steps += 1;
             self.forced = self.held.len();
-            self.push_back(h, t);
+            let mut newest = t;
+            for r in std::mem::take(&mut self.late_run) {
+                newest = newest.max(r.ts.as_nanos());
+                self.held.push_back(r);
+            }
+            self.late_run = Vec::with_capacity(STEP_RUN);
+            self.held.push_back(h);
+            self.newest = newest;
             return;
         }
+        self.drop_late_run();
+        // Far ahead: held in its place but the capture's time stays, until
+        // a run of them says the clock stepped forward.
+        let raise = if self.newest != 0 && t > self.newest.saturating_add(STRAY_NS) {
+            self.ahead += 1;
+            self.ahead > STEP_RUN
+        } else {
+            self.ahead = 0;
+            true
+        };
+        let t = if raise { t } else { self.newest };
         if self.held.back().is_none_or(|b| b.ts <= h.ts) {
             // In order (the common case): no search.
             self.push_back(h, t);
@@ -326,6 +389,12 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
         self.newest = self.newest.max(t);
     }
 
+    /// Late packets that turned out to be strays: dropped, counted.
+    fn drop_late_run(&mut self) {
+        self.stats.late_dropped += self.late_run.len() as u64;
+        self.late_run.clear();
+    }
+
     fn push_back(&mut self, h: Held, t: u64) {
         self.held.push_back(h);
         self.newest = self.newest.max(t);
@@ -339,7 +408,7 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
             if self.ready_at_least(out.len()) {
                 break;
             }
-            if self.held.len() >= CAPACITY {
+            if self.held.len() + self.late_run.len() >= CAPACITY {
                 if !self.ready_at_least(1) {
                     // Make room: the oldest goes out before its window
                     // passed.
@@ -350,6 +419,7 @@ impl<B: AsRef<[u8]>> TimeOrdered<B> {
             }
             if !self.read_some() {
                 self.done = true;
+                self.drop_late_run();
             }
         }
         let n = self.ready().min(out.len());
@@ -478,19 +548,55 @@ mod tests {
     }
 
     #[test]
-    fn a_packet_beyond_the_window_stays_in_file_order() {
+    fn a_late_packet_keeps_its_file_place_and_a_stray_is_dropped() {
         // 2.5 ms back: late. Everything before it goes first.
         let recs = [(10_000, 1), (11_500, 2), (9_000, 3), (12_000, 4)];
         let (got, st) = order(&file(&recs), 16);
         assert_eq!(got, vec![(10_000, 1), (11_500, 2), (9_000, 3), (12_000, 4)]);
-        assert_eq!((st.late, st.reordered), (1, 0));
-        // A clock stepping back by an hour: file order, nothing held long;
-        // every packet until the clock is back within the window is late.
-        let recs = [(3_600_000_000, 1), (5, 2), (6, 3), (3_600_000_100, 4)];
+        assert_eq!((st.late, st.late_dropped, st.reordered), (1, 0, 0));
+        // Stamped 0 (53 years back) in the middle of a flow, and two
+        // strays an hour back: dropped, counted, nothing else touched.
+        let recs = [
+            (3_600_000_000, 1),
+            (0, 9),
+            (5, 2),
+            (6, 3),
+            (3_600_000_100, 4),
+        ];
         let (got, st) = order(&file(&recs), 16);
         let tags: Vec<u8> = got.iter().map(|g| g.1).collect();
-        assert_eq!(tags, vec![1, 2, 3, 4]);
-        assert_eq!(st.late, 2);
+        assert_eq!(tags, vec![1, 4]);
+        assert_eq!((st.late, st.late_dropped, st.steps), (3, 3, 0));
+        // Strays at the very end of the file are dropped too.
+        let recs = [(3_600_000_000, 1), (5, 2)];
+        let (got, st) = order(&file(&recs), 1);
+        assert_eq!(got.len(), 1);
+        assert_eq!(st.late_dropped, 1);
+    }
+
+    #[test]
+    fn a_stray_far_ahead_does_not_make_the_rest_late() {
+        // A stamp an hour ahead, then the capture goes on: nothing is
+        // late; the stray comes last (its time), nothing is lost.
+        let recs = [(1_000, 1), (4_000_000_000, 2), (2_000, 3), (3_000, 4)];
+        let (got, st) = order(&file(&recs), 16);
+        let tags: Vec<u8> = got.iter().map(|g| g.1).collect();
+        assert_eq!(tags, vec![1, 3, 4, 2]);
+        assert_eq!((st.late, st.late_dropped), (0, 0));
+    }
+
+    #[test]
+    fn a_clock_stepping_back_keeps_every_packet_in_file_order() {
+        // An hour, then a run of late packets: a step, not strays.
+        let mut recs = vec![(3_600_000_000, 1), (3_600_000_500, 2)];
+        recs.extend((0..200u32).map(|i| (5 + i * 10, (3 + i % 250) as u8)));
+        let (got, st) = order(&file(&recs), 16);
+        assert_eq!(got.len(), recs.len());
+        let want: Vec<u8> = recs.iter().map(|r| r.1).collect();
+        let tags: Vec<u8> = got.iter().map(|g| g.1).collect();
+        assert_eq!(tags, want);
+        assert_eq!((st.steps, st.late_dropped), (1, 0));
+        assert_eq!(st.late, STEP_RUN as u64 + 1);
     }
 
     #[test]

@@ -51,6 +51,17 @@ fn write_template(out: &mut Vec<u8>, t: &FlowTemplate) {
     }
 }
 
+/// A template set holding `t` alone (an L7 template announced on first
+/// use); returns its bytes.
+pub fn write_one_template_set(out: &mut Vec<u8>, t: &FlowTemplate) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&SET_TEMPLATE.to_be_bytes());
+    out.extend_from_slice(&[0, 0]);
+    write_template(out, t);
+    patch_len(out, start);
+    out.len() - start
+}
+
 /// The template set (both flow templates) then the options template set.
 pub fn write_template_sets(out: &mut Vec<u8>, t: &Templates) {
     let start = out.len();

@@ -8,6 +8,7 @@
 
 pub mod host;
 pub mod ipfix;
+pub mod l7;
 pub mod nfv9;
 pub mod record;
 pub mod varlen;
@@ -52,6 +53,10 @@ pub struct Encoder {
     /// observationDomainName, already cut to what fits (see
     /// `set_domain_name`); empty = not sent.
     domain_name: String,
+    /// L7 templates (bit = index in `Templates::l7`) announced since the
+    /// last `write_templates`: each goes out before the first record that
+    /// needs it, again after each template refresh.
+    announced: u16,
 }
 
 impl Encoder {
@@ -79,6 +84,7 @@ impl Encoder {
             clock: ExportClock::default(),
             started: false,
             domain_name: String::new(),
+            announced: 0,
         };
         // The templates must fit in one message, and so must the largest
         // data set a record makes (uniflow: two records at once). A record
@@ -91,7 +97,20 @@ impl Encoder {
         };
         let templates = e.header_len() + e.template_sets_len() + 4;
         let data = e.header_len() + 4 + e.templates.v6.record_len * per_record + 4;
-        let needed = templates.max(data);
+        // Each L7 template fits a message of its own, and so does its
+        // largest record (every string at its longest).
+        let l7 = e
+            .templates
+            .l7
+            .iter()
+            .map(|t| {
+                let set = e.header_len() + e.one_template_set_len(t);
+                let rec = e.header_len() + 4 + l7::max_record_len(t) * per_record + 4;
+                set.max(rec)
+            })
+            .max()
+            .unwrap_or(0);
+        let needed = templates.max(data).max(l7);
         if needed > max_len { Err(needed) } else { Ok(e) }
     }
 
@@ -107,6 +126,13 @@ impl Encoder {
         match self.format {
             Format::Ipfix => ipfix::HEADER_LEN,
             Format::NetflowV9 => nfv9::HEADER_LEN,
+        }
+    }
+
+    fn one_template_set_len(&self, t: &FlowTemplate) -> usize {
+        match self.format {
+            Format::Ipfix => 4 + t.spec_len(),
+            Format::NetflowV9 => nfv9::one_template_set_len(t),
         }
     }
 
@@ -250,6 +276,41 @@ impl Encoder {
             Format::NetflowV9 => nfv9::write_template_sets(&mut self.buf, &self.templates),
         }
         self.msg_v9_count = self.msg_v9_count.saturating_add(3);
+        self.announced = 0;
+        Ok(())
+    }
+
+    /// Announces L7 template `i` in this message if it was not since the
+    /// last refresh; `NoRoom` when its set does not fit here.
+    fn announce(&mut self, i: usize) -> Result<(), NoRoom> {
+        let bit = 1u16 << i;
+        if self.announced & bit != 0 {
+            return Ok(());
+        }
+        let Some(len) = self
+            .templates
+            .l7
+            .get(i)
+            .map(|t| self.one_template_set_len(t))
+        else {
+            return Ok(());
+        };
+        let pad = if self.format == Format::NetflowV9 {
+            3
+        } else {
+            0
+        };
+        if self.buf.len() + pad + len > self.max_len {
+            return Err(NoRoom);
+        }
+        self.close_set();
+        let t = &self.templates.l7[i];
+        match self.format {
+            Format::Ipfix => ipfix::write_one_template_set(&mut self.buf, t),
+            Format::NetflowV9 => nfv9::write_one_template_set(&mut self.buf, t),
+        };
+        self.msg_v9_count = self.msg_v9_count.saturating_add(1);
+        self.announced |= bit;
         Ok(())
     }
 
@@ -257,20 +318,34 @@ impl Encoder {
     /// carried packets, client→server first).
     pub fn write_record(&mut self, r: &FlowRecord, clock: ExportClock) -> Result<(), NoRoom> {
         self.ensure_started(clock);
-        let t = if r.is_ipv6() {
-            &self.templates.v6
-        } else {
-            &self.templates.v4
+        let l7 = crate::template_l7::L7Kind::of(r).map(|k| k.index(r.is_ipv6()));
+        if let Some(i) = l7 {
+            self.announce(i)?;
+        }
+        let t = pick(&self.templates, r);
+        let per_record = match self.mode {
+            Mode::Biflow => 1,
+            Mode::Uniflow => 2,
         };
-        let (id, len) = (t.id, t.record_len);
+        // The longest string cap with which the record fits a message.
+        let room = self.max_len.saturating_sub(self.header_len() + 8) / per_record;
+        let (len, cap) = match l7 {
+            Some(_) => l7::TEXT_CAPS
+                .iter()
+                .map(|&c| (l7::record_len(t, r, c), c))
+                .find(|(n, _)| *n <= room)
+                .unwrap_or((l7::record_len(t, r, 0), 0)),
+            None => (t.record_len, l7::MAX_TEXT),
+        };
+        let id = t.id;
+        let view = |d| View {
+            text_cap: cap,
+            ..View::new(r, d)
+        };
         match self.mode {
             Mode::Biflow => {
                 self.open(id, len)?;
-                write_view(
-                    &mut self.buf,
-                    pick(&self.templates, r),
-                    &View::new(r, Dir::C2S),
-                );
+                write_view(&mut self.buf, pick(&self.templates, r), &view(Dir::C2S));
                 self.count_data(1);
             }
             Mode::Uniflow => {
@@ -282,7 +357,7 @@ impl Encoder {
                 self.open(id, len * n)?;
                 for (on, d) in [(c2s, Dir::C2S), (s2c, Dir::S2C)] {
                     if on {
-                        write_view(&mut self.buf, pick(&self.templates, r), &View::new(r, d));
+                        write_view(&mut self.buf, pick(&self.templates, r), &view(d));
                     }
                 }
                 self.count_data(n as u32);
@@ -363,8 +438,15 @@ impl Encoder {
     }
 }
 
+/// The template a record is written with: the flow template, or the L7
+/// template of its kind of fields.
 fn pick<'t>(t: &'t Templates, r: &FlowRecord) -> &'t FlowTemplate {
-    if r.is_ipv6() { &t.v6 } else { &t.v4 }
+    let l7 = crate::template_l7::L7Kind::of(r).and_then(|k| t.l7.get(k.index(r.is_ipv6())));
+    match l7 {
+        Some(l7) => l7,
+        None if r.is_ipv6() => &t.v6,
+        None => &t.v4,
+    }
 }
 
 fn write_view(out: &mut Vec<u8>, t: &FlowTemplate, v: &View<'_>) {

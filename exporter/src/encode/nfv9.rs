@@ -48,6 +48,22 @@ fn pad4(out: &mut Vec<u8>, start: usize) {
     }
 }
 
+/// A template FlowSet holding `t` alone, padded; returns its bytes.
+pub fn write_one_template_set(out: &mut Vec<u8>, t: &FlowTemplate) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&SET_TEMPLATE.to_be_bytes());
+    out.extend_from_slice(&[0, 0]);
+    write_template(out, t);
+    pad4(out, start);
+    patch_len(out, start);
+    out.len() - start
+}
+
+/// Bytes of [`write_one_template_set`]'s FlowSet.
+pub fn one_template_set_len(t: &FlowTemplate) -> usize {
+    (4 + 4 + 4 * t.fields.len()).next_multiple_of(4)
+}
+
 pub fn write_template_sets(out: &mut Vec<u8>, t: &Templates) {
     let start = out.len();
     out.extend_from_slice(&SET_TEMPLATE.to_be_bytes());

@@ -21,6 +21,8 @@ pub struct View<'a> {
     /// RFC 5103 biflowDirection: 0 arbitrary (roles guessed), 1 initiator,
     /// 2 reverseInitiator.
     pub biflow_direction: u8,
+    /// Longest variable-length string value written (`encode::l7`).
+    pub text_cap: usize,
 }
 
 impl<'a> View<'a> {
@@ -34,6 +36,7 @@ impl<'a> View<'a> {
             r,
             fwd,
             biflow_direction,
+            text_cap: super::l7::MAX_TEXT,
         }
     }
 
@@ -190,6 +193,7 @@ pub fn write_record(out: &mut Vec<u8>, t: &FlowTemplate, v: &View<'_>) {
                     out.extend_from_slice(&x.to_be_bytes());
                 }
             }
+            Value::L7(x) => super::l7::write(out, f, x, r, v.text_cap),
             Value::ProcessId => {
                 out.extend_from_slice(&r.process.map_or(0, |p| p.pid).to_be_bytes())
             }

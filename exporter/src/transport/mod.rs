@@ -4,6 +4,7 @@
 //! writes).
 
 pub mod file;
+pub mod pace;
 pub mod tcp;
 pub mod udp;
 

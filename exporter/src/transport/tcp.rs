@@ -37,7 +37,15 @@ pub struct TcpOut {
     backoff: Duration,
     out: Vec<u8>,
     out_pos: usize,
+    /// Keep what the peer sends (for a TLS session on top) instead of
+    /// discarding it; at most [`MAX_INPUT`] bytes between two takes.
+    keep_input: bool,
+    input: Vec<u8>,
 }
+
+/// Bytes of peer input kept between two [`TcpOut::take_input`] calls; a
+/// peer sending more is dropped (a collector or manager says little).
+pub const MAX_INPUT: usize = 1 << 20;
 
 impl TcpOut {
     pub fn new(
@@ -57,7 +65,28 @@ impl TcpOut {
             backoff: min_backoff,
             out: Vec::with_capacity(1 << 16),
             out_pos: 0,
+            keep_input: false,
+            input: Vec::new(),
         }
+    }
+
+    /// What the peer sends is kept for [`take_input`](Self::take_input)
+    /// (a TLS session's records) rather than discarded.
+    pub fn keeping_input(mut self) -> Self {
+        self.keep_input = true;
+        self
+    }
+
+    /// The peer's bytes since the last call (with `keeping_input`).
+    pub fn take_input(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.input)
+    }
+
+    /// Drops the connection for a reason found above the transport (a
+    /// failed TLS handshake); reconnects after the backoff.
+    pub fn reset(&mut self, reg: &Registry, now: Instant, e: io::Error) -> Change {
+        self.go_down(reg, now);
+        Change::Lost(e)
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -95,6 +124,7 @@ impl TcpOut {
         self.backoff = (self.backoff * 2).min(self.max_backoff);
         self.out.clear();
         self.out_pos = 0;
+        self.input.clear();
     }
 
     /// Start a connection attempt if one is due.
@@ -171,20 +201,27 @@ impl TcpOut {
         }
     }
 
-    /// Collectors send nothing on an IPFIX TCP session: read and discard,
-    /// and report EOF or an error as a lost connection.
+    /// Collectors send nothing on an IPFIX TCP session: read and discard
+    /// (or keep, `keeping_input`), and report EOF or an error as a lost
+    /// connection.
     fn drain_input(&mut self) -> Option<io::Error> {
         let State::Up(s) = &mut self.state else {
             return None;
         };
-        let mut scratch = [0u8; 512];
+        let mut scratch = [0u8; 4096];
         loop {
             match s.read(&mut scratch) {
                 Ok(0) => {
                     return Some(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
-                        "collector closed the connection",
+                        "the peer closed the connection",
                     ));
+                }
+                Ok(n) if self.keep_input => {
+                    if self.input.len() + n > MAX_INPUT {
+                        return Some(io::Error::other("the peer sends more than expected"));
+                    }
+                    self.input.extend_from_slice(&scratch[..n]);
                 }
                 Ok(_) => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,

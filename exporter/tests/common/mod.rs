@@ -14,6 +14,8 @@ use ipfix::{IpfixConsumer, IpfixPrinter};
 use serde_json::Value;
 
 use xdprobe_dataplane::flow::record::{DirStats, Npm, TsRttLeg, TsRttRecord};
+use xdprobe_dataplane::l7::fields::{DnsInfo, HttpInfo, QuicInfo, SrtSummary, TlsInfo};
+use xdprobe_dataplane::l7::{App, L7Fields};
 use xdprobe_dataplane::{EndReason, FlowRecord, Timestamp};
 use xdprobe_exporter::{ExportStats, Exporter, ExporterConfig};
 
@@ -103,6 +105,8 @@ pub fn tcp_record(i: u32) -> FlowRecord {
         },
         seq_in_flow: i % 3,
         process: None,
+        app: None,
+        l7: None,
     }
 }
 
@@ -141,6 +145,8 @@ pub fn dns_v6_record(i: u32) -> FlowRecord {
         },
         seq_in_flow: 0,
         process: None,
+        app: None,
+        l7: None,
     }
 }
 
@@ -206,11 +212,91 @@ pub fn export_paced(
     let ex = Exporter::spawn(cfg).unwrap();
     let tx = ex.sender();
     for (i, r) in recs.iter().enumerate() {
-        tx.send_blocking(*r);
+        tx.send_blocking(r.clone());
         if pause_after(i) {
             std::thread::sleep(pause);
         }
     }
     drop(tx);
     ex.shutdown().unwrap()
+}
+
+fn s(b: &str) -> Option<Box<[u8]>> {
+    Some(b.as_bytes().into())
+}
+
+/// One record of each kind (TLS, QUIC over IPv6, HTTP, DNS A and AAAA, a
+/// label only) and one with L7 off.
+pub fn l7_records() -> Vec<FlowRecord> {
+    let mut srt = SrtSummary::default();
+    srt.add(1_500_000);
+    let with = |i, app, l7| FlowRecord {
+        app: Some(app),
+        l7,
+        ..tcp_record(i)
+    };
+    let mut quic = with(
+        2,
+        App::QuicH3,
+        Some(L7Fields::Quic(Box::new(QuicInfo {
+            version: 0x6b33_43cf,
+            sni: s("quic.example.org"),
+            alpn: Some(b"\x02h3"[..].into()),
+            ja4: Some(*b"q13d0310h3_55b375c5d22e_cd85d2d88918"),
+        }))),
+    );
+    quic.client_addr = "2001:db8::10".parse().unwrap();
+    quic.server_addr = "2001:db8::20".parse().unwrap();
+    quic.proto = 17;
+    let dns = |i, qname: &str, addr: &str| {
+        let mut r = with(
+            i,
+            App::Dns,
+            Some(L7Fields::Dns(Box::new(DnsInfo {
+                qname: s(qname),
+                qtype: Some(if addr.contains(':') { 28 } else { 1 }),
+                qclass: Some(1),
+                rcode: Some(0),
+                answers: Some(1),
+                answer_addr: addr.parse().ok(),
+                rcodes: [1, 0, 0, 0],
+            }))),
+        );
+        r.proto = 17;
+        r
+    };
+    vec![
+        with(
+            1,
+            App::TlsH2,
+            Some(L7Fields::Tls(Box::new(TlsInfo {
+                sni: s("www.example.com"),
+                alpn: Some(b"\x02h2\x08http/1.1"[..].into()),
+                version: Some(0x0304),
+                cipher: Some(0x1301),
+                ja3: Some([0xab; 16]),
+                ja4: Some(*b"t13d1516h2_8daaf6152771_e5627efa2ab1"),
+                cert_cn: s("cert.example.com"),
+            }))),
+        ),
+        quic,
+        with(
+            3,
+            App::Http,
+            Some(L7Fields::Http(Box::new(HttpInfo {
+                method: s("GET"),
+                host: s("web.example.net"),
+                target: s("/orders?id=7"),
+                user_agent: s("curl/7.88.1"),
+                status: Some(503),
+                requests: 4,
+                status_class: [0, 3, 0, 0, 1],
+                srt,
+            }))),
+        ),
+        dns(4, "dns.example.org", "192.0.2.77"),
+        dns(5, "v6.example.org", "2001:db8::77"),
+        with(6, App::Ssh, None),
+        tcp_record(7),
+    ]
 }

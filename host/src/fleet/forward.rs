@@ -7,7 +7,7 @@
 //! counts travel to the manager in STATS frames.
 
 use std::collections::VecDeque;
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,6 +18,9 @@ use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use mio::{Events, Poll, Token};
 use xdprobe_common::host::StackEvent;
 use xdprobe_exporter::{TcpChange, TcpOut};
+
+use rustls::ClientConnection;
+use rustls::pki_types::ServerName;
 
 use crate::fleet::proto::{self, AgentStats, Hello};
 
@@ -38,6 +41,9 @@ pub struct ForwardConfig {
     pub channel_events: usize,
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
+    /// TLS to the manager (`fleet::tls::client_config`) and the name its
+    /// certificate must carry; `None`: plaintext (`--manager-insecure`).
+    pub tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
 }
 
 impl ForwardConfig {
@@ -49,6 +55,7 @@ impl ForwardConfig {
             channel_events: 65_536,
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(2),
+            tls: None,
         }
     }
 }
@@ -90,7 +97,11 @@ impl Forwarder {
         let poll = Poll::new()?;
         let st = State {
             poll,
-            tcp: TcpOut::new(cfg.manager, Token(0), cfg.reconnect_min, cfg.reconnect_max),
+            tcp: TcpOut::new(cfg.manager, Token(0), cfg.reconnect_min, cfg.reconnect_max)
+                .keeping_input(),
+            tls: cfg.tls,
+            session: None,
+            wire: Vec::new(),
             rx,
             queue: VecDeque::with_capacity(cfg.buffer_events.min(1 << 16)),
             cap: cfg.buffer_events.max(1),
@@ -160,9 +171,24 @@ impl Drop for Forwarder {
     }
 }
 
+/// What the TLS part of a turn left to do.
+enum TlsTurn {
+    /// TLS records were queued: flush them before anything else.
+    Wrote,
+    /// The handshake waits for the manager.
+    Wait,
+    /// Frames may go.
+    Ready,
+}
+
 struct State {
     poll: Poll,
     tcp: TcpOut,
+    tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+    /// This connection's TLS session.
+    session: Option<ClientConnection>,
+    /// TLS records to write.
+    wire: Vec<u8>,
     rx: Receiver<StackEvent>,
     queue: VecDeque<StackEvent>,
     cap: usize,
@@ -246,12 +272,30 @@ impl State {
     fn on_change(&mut self, ch: TcpChange) {
         match ch {
             TcpChange::Up => {
+                self.session = match &self.tls {
+                    None => None,
+                    Some((c, name)) => match ClientConnection::new(c.clone(), name.clone()) {
+                        Ok(mut s) => {
+                            // One frame (at most proto::MAX_FRAME) is encrypted
+                            // and handed to the socket's buffer at a time: no
+                            // second limit below that one (rustls's default of
+                            // 64 KiB would refuse a full EVENTS frame).
+                            s.set_buffer_limit(None);
+                            Some(s)
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "TLS session to the manager");
+                            None
+                        }
+                    },
+                };
                 self.stats.connects += 1;
                 self.hello_due = true;
                 self.down_logged = false;
                 tracing::info!(manager = %self.tcp.addr(), buffered = self.queue.len(), "connected to the manager");
             }
             TcpChange::Lost(e) => {
+                self.session = None;
                 self.stats.dropped_connection += self.in_flight;
                 self.in_flight = 0;
                 if self.down_logged {
@@ -286,6 +330,15 @@ impl State {
             if let Some(ch) = self.tcp.check_alive(self.poll.registry(), now) {
                 return self.on_change(ch);
             }
+            match self.tls_turn(now) {
+                Err(ch) => return self.on_change(ch),
+                Ok(TlsTurn::Wrote) => {
+                    self.in_flight = 0;
+                    continue;
+                }
+                Ok(TlsTurn::Wait) => return,
+                Ok(TlsTurn::Ready) => {}
+            }
             self.msg.clear();
             let mut n = 0u64;
             if self.hello_due {
@@ -306,9 +359,76 @@ impl State {
             } else {
                 return;
             }
-            self.tcp.push(&self.msg);
+            match self.session.as_mut() {
+                None => self.tcp.push(&self.msg),
+                Some(s) => {
+                    if let Err(e) = s.writer().write_all(&self.msg) {
+                        let ch = self.tcp.reset(self.poll.registry(), now, e);
+                        self.stats.dropped_buffer += n;
+                        return self.on_change(ch);
+                    }
+                    self.wire.clear();
+                    while s.wants_write() {
+                        if s.write_tls(&mut self.wire).is_err() {
+                            break;
+                        }
+                    }
+                    self.tcp.push(&self.wire);
+                }
+            }
             self.in_flight = n;
         }
+    }
+
+    /// TLS's own part of a turn: what the manager sent goes into the
+    /// session, what the session has to say (handshake) goes out first,
+    /// and frames wait for the handshake to finish.
+    fn tls_turn(&mut self, now: Instant) -> Result<TlsTurn, TcpChange> {
+        let Some(s) = self.session.as_mut() else {
+            return Ok(TlsTurn::Ready);
+        };
+        let input = self.tcp.take_input();
+        let mut rd = &input[..];
+        let mut failed = None;
+        while !rd.is_empty() {
+            if let Err(e) = s.read_tls(&mut rd) {
+                failed = Some(e);
+                break;
+            }
+            if let Err(e) = s.process_new_packets() {
+                failed = Some(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("TLS: {e}"),
+                ));
+                break;
+            }
+        }
+        // The manager sends no application data; anything is discarded.
+        let mut sink = [0u8; 512];
+        while matches!(s.reader().read(&mut sink), Ok(n) if n > 0) {}
+        self.wire.clear();
+        while s.wants_write() {
+            if s.write_tls(&mut self.wire).is_err() {
+                break;
+            }
+        }
+        if let Some(e) = failed {
+            // The alert, best effort, before the connection goes.
+            if !self.wire.is_empty() {
+                self.tcp.push(&self.wire);
+                let _ = self.tcp.flush(self.poll.registry(), now);
+            }
+            tracing::warn!(manager = %self.tcp.addr(), error = %e, "TLS with the manager failed");
+            return Err(self.tcp.reset(self.poll.registry(), now, e));
+        }
+        if !self.wire.is_empty() {
+            self.tcp.push(&self.wire);
+            return Ok(TlsTurn::Wrote);
+        }
+        if s.is_handshaking() {
+            return Ok(TlsTurn::Wait);
+        }
+        Ok(TlsTurn::Ready)
     }
 
     fn publish(&mut self) {

@@ -152,6 +152,10 @@ pub struct Fleet {
     places: Vec<(String, u32)>,
     matcher: Matcher,
     counters: FleetCounters,
+    /// Events waiting for a clock round, over all agents, and how many
+    /// may (the manager's `memory_limit` share).
+    unsynced_held: usize,
+    unsynced_budget: usize,
 }
 
 impl Fleet {
@@ -163,7 +167,20 @@ impl Fleet {
             ids: HashMap::new(),
             places: Vec::new(),
             counters: FleetCounters::default(),
+            unsynced_held: 0,
+            unsynced_budget: usize::MAX,
         }
+    }
+
+    /// Events all agents together may hold waiting for a clock round;
+    /// beyond, new ones are dropped (counted as `unsynced_dropped`).
+    pub fn set_unsynced_budget(&mut self, events: usize) {
+        self.unsynced_budget = events;
+    }
+
+    /// Bytes held by events waiting for a clock round.
+    pub fn unsynced_bytes(&self) -> usize {
+        self.unsynced_held * std::mem::size_of::<StackEvent>()
     }
 
     pub fn sample_bytes(&self) -> u32 {
@@ -184,7 +201,8 @@ impl Fleet {
                 // The old instance's clock never got measured: its
                 // waiting events cannot be placed any more.
                 a.counters.unsynced_dropped += a.unsynced.len() as u64;
-                a.unsynced.clear();
+                self.unsynced_held -= a.unsynced.len();
+                a.unsynced = VecDeque::new();
             }
             a.hello = h;
             return true;
@@ -248,10 +266,19 @@ impl Fleet {
         if !a.clock.is_synced() {
             for ev in evs {
                 if a.unsynced.len() >= self.cfg.max_unsynced {
-                    a.unsynced.pop_front();
+                    if a.unsynced.pop_front().is_some() {
+                        self.unsynced_held -= 1;
+                    }
                     a.counters.unsynced_dropped += 1;
                 }
+                if self.unsynced_held >= self.unsynced_budget {
+                    // The fleet's share of memory is used up: this one
+                    // goes (another agent's waiting events stay).
+                    a.counters.unsynced_dropped += 1;
+                    continue;
+                }
                 a.unsynced.push_back(*ev);
+                self.unsynced_held += 1;
             }
             return;
         }
@@ -274,7 +301,8 @@ impl Fleet {
         a.clock.add(est);
         a.counters.sync_rounds += 1;
         if first && !a.unsynced.is_empty() {
-            let waiting: Vec<StackEvent> = a.unsynced.drain(..).collect();
+            let waiting: Vec<StackEvent> = std::mem::take(&mut a.unsynced).into();
+            self.unsynced_held -= waiting.len();
             a.counters.events -= waiting.len() as u64;
             self.events(agent, &waiting);
         }
@@ -362,7 +390,8 @@ impl Fleet {
             if let Some(a) = self.agents.get_mut(&n) {
                 tracing::warn!(agent = %n, events = a.unsynced.len(), "agent never answered a clock probe: its waiting events are dropped");
                 a.counters.unsynced_dropped += a.unsynced.len() as u64;
-                a.unsynced.clear();
+                self.unsynced_held -= a.unsynced.len();
+                a.unsynced = VecDeque::new();
             }
         }
         let mut done = Vec::new();

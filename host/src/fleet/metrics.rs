@@ -14,6 +14,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
+pub use crate::fleet::conn_counters::ConnCounters;
 use crate::fleet::manager::AgentView;
 use crate::stack::matcher::{RawSample, segment_name};
 use crate::stack::quantiles::LogBuckets;
@@ -119,6 +120,8 @@ pub struct ManagerMetrics {
     pub reports: u64,
     pub joined: u64,
     pub sync_rounds_failed: BTreeMap<String, u64>,
+    /// The connection guard's counters.
+    pub conns: ConnCounters,
 }
 
 impl ManagerMetrics {
@@ -154,25 +157,8 @@ impl ManagerMetrics {
         out
     }
 
-    fn encode(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut h = enc.encode_descriptor(
-            "xdprobe_manager_segment_latency",
-            "Time timed bytes spent per segment (T1..T7 between layers, T4 across the network, T8 socket to socket), all flows.",
-            Some(&prometheus_client::registry::Unit::Seconds),
-            MetricType::Histogram,
-        )?;
-        for (seg, hist) in &self.segments {
-            hist.encode(&mut h, &[("segment", seg.as_str())])?;
-        }
-        let mut g = enc.encode_descriptor(
-            "xdprobe_manager_segment_latency_quantile",
-            "Quantiles (0.5, 0.9, 0.99) of the same timed bytes, nearest rank within 0.5 %.",
-            Some(&prometheus_client::registry::Unit::Seconds),
-            MetricType::Gauge,
-        )?;
-        for (seg, hist) in &self.segments {
-            hist.encode_quantiles(&mut g, &[("segment", seg.as_str())])?;
-        }
+    /// Per agent: connected, and its clock's last estimate.
+    fn encode_agent_gauges(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         type Field = fn(&AgentView) -> Option<f64>;
         let gauges: [(&str, &str, Field); 5] = [
             (
@@ -210,6 +196,29 @@ impl ManagerMetrics {
                 }
             }
         }
+        Ok(())
+    }
+
+    fn encode(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut h = enc.encode_descriptor(
+            "xdprobe_manager_segment_latency",
+            "Time timed bytes spent per segment (T1..T7 between layers, T4 across the network, T8 socket to socket), all flows.",
+            Some(&prometheus_client::registry::Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for (seg, hist) in &self.segments {
+            hist.encode(&mut h, &[("segment", seg.as_str())])?;
+        }
+        let mut g = enc.encode_descriptor(
+            "xdprobe_manager_segment_latency_quantile",
+            "Quantiles (0.5, 0.9, 0.99) of the same timed bytes, nearest rank within 0.5 %.",
+            Some(&prometheus_client::registry::Unit::Seconds),
+            MetricType::Gauge,
+        )?;
+        for (seg, hist) in &self.segments {
+            hist.encode_quantiles(&mut g, &[("segment", seg.as_str())])?;
+        }
+        self.encode_agent_gauges(enc)?;
         type Count = fn(&AgentView) -> u64;
         let counters: [(&str, &str, Count); 5] = [
             (
@@ -252,7 +261,7 @@ impl ManagerMetrics {
             MetricType::Gauge,
         )?;
         for a in &self.agents {
-            ConstGauge::new(a.reported.buffered as i64)
+            ConstGauge::new(i64::try_from(a.reported.buffered).unwrap_or(i64::MAX))
                 .encode(fam.encode_family(&[("agent", a.agent.as_str())])?)?;
         }
         let mut fam = enc.encode_descriptor(
@@ -283,6 +292,7 @@ impl ManagerMetrics {
                 MetricType::Counter,
             )?)?;
         }
+        self.conns.encode(enc)?;
         Ok(())
     }
 }

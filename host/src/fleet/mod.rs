@@ -4,9 +4,13 @@
 //! counts them into histograms (`metrics`) and joins them with the wire
 //! probe's records (`join`).
 
+pub mod admit;
+pub mod certs;
+pub mod conn_counters;
 pub mod forward;
 pub mod join;
 pub mod manager;
 pub mod metrics;
 pub mod proto;
 pub mod record;
+pub mod tls;

@@ -85,7 +85,7 @@ pub enum Frame {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ProtoError {
-    #[error("frame of {0} bytes (at most {MAX_FRAME})")]
+    #[error("frame of {0} bytes (over the limit)")]
     TooLong(usize),
     #[error("empty frame")]
     Empty,
@@ -228,15 +228,42 @@ fn decode_body(kind: u8, body: &[u8]) -> Result<Frame, ProtoError> {
     }
 }
 
+/// Largest HELLO accepted (the frame limit until one has come).
+pub const MAX_HELLO: usize = 16 << 10;
+/// A reader holding more than this once its frames are taken gives the
+/// rest of its buffer back.
+const KEEP_CAPACITY: usize = 64 << 10;
+
 /// Reassembles frames from a byte stream read in arbitrary pieces. Holds
-/// at most one frame's bytes plus what the last read brought.
-#[derive(Debug, Default)]
+/// at most one frame's bytes plus what the last read brought, and a frame
+/// longer than its limit is an error as soon as its length is read.
+#[derive(Debug)]
 pub struct FrameReader {
     buf: Vec<u8>,
     pos: usize,
+    limit: usize,
+}
+
+impl Default for FrameReader {
+    fn default() -> Self {
+        FrameReader::with_limit(MAX_FRAME)
+    }
 }
 
 impl FrameReader {
+    /// A reader refusing frames over `limit` bytes (at most [`MAX_FRAME`]).
+    pub fn with_limit(limit: usize) -> Self {
+        FrameReader {
+            buf: Vec::new(),
+            pos: 0,
+            limit: limit.min(MAX_FRAME),
+        }
+    }
+
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.min(MAX_FRAME);
+    }
+
     pub fn push(&mut self, bytes: &[u8]) {
         if self.pos > 0 && self.pos == self.buf.len() {
             self.buf.clear();
@@ -246,6 +273,12 @@ impl FrameReader {
             self.pos = 0;
         }
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes the reader would hold after [`push`](Self::push)ing `n` more
+    /// (its allocation grows at most to that, exactly).
+    pub fn would_hold(&self, n: usize) -> usize {
+        self.held() + n
     }
 
     /// The next complete frame, `Ok(None)` when more bytes are needed. An
@@ -259,21 +292,40 @@ impl FrameReader {
         if len == 0 {
             return Err(ProtoError::Empty);
         }
-        if len > MAX_FRAME + 1 {
+        if len > self.limit + 1 {
             return Err(ProtoError::TooLong(len));
         }
         if rest.len() < len {
+            // Room for exactly this frame, not a doubling past it.
+            let want = 4 + len;
+            if self.buf.capacity() - self.pos < want {
+                self.buf.drain(..self.pos);
+                self.pos = 0;
+                self.buf.reserve_exact(want - self.buf.len());
+            }
             return Ok(None);
         }
         let (kind, body) = (rest[0], &rest[1..len]);
         let f = decode_body(kind, body);
         self.pos += 4 + len;
+        if self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+            if self.buf.capacity() > KEEP_CAPACITY {
+                self.buf.shrink_to(KEEP_CAPACITY);
+            }
+        }
         f.map(Some)
     }
 
     /// Bytes held (for a bound check by the caller).
     pub fn held(&self) -> usize {
         self.buf.len() - self.pos
+    }
+
+    /// Bytes allocated: what the reader costs.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
     }
 }
 
@@ -356,6 +408,10 @@ mod tests {
         assert_eq!(r.next_frame(), Err(ProtoError::Empty));
         let mut r = FrameReader::default();
         r.push(&[0x7f, 0, 0, 0]);
+        assert!(matches!(r.next_frame(), Err(ProtoError::TooLong(_))));
+        // A lower limit refuses at the length, before the body comes.
+        let mut r = FrameReader::with_limit(MAX_HELLO);
+        r.push(&[0, 0, 0x40, 2, 1]);
         assert!(matches!(r.next_frame(), Err(ProtoError::TooLong(_))));
         let mut r = FrameReader::default();
         r.push(&[0, 0, 0, 2, 9, 0]);

@@ -77,6 +77,23 @@ pub fn stacked_bars(path: &Path, reports: &[FlowReport]) -> Result<(), PlotError
 /// Draws one stacked bar per entry of `bars` (for reports read back from
 /// JSON lines, as the demo does).
 pub fn draw_bars(path: &Path, bars: &[Bar]) -> Result<(), PlotError> {
+    let mut svg = String::new();
+    render_bars(bars, &mut svg)?;
+    write_svg(path, &svg)
+}
+
+/// The picture into a file the process creates, never through a planted
+/// symlink (the manager and the agents run as root): plotters' own
+/// file backend would open the path as it stands.
+pub(crate) fn write_svg(path: &Path, svg: &str) -> Result<(), PlotError> {
+    use std::io::Write;
+    let mut f = xdprobe_exporter::safe_file::create_new_or_truncate(path)
+        .map_err(|e| PlotError(e.to_string()))?;
+    f.write_all(svg.as_bytes())
+        .map_err(|e| PlotError(format!("{}: {e}", path.display())))
+}
+
+fn render_bars(bars: &[Bar], svg: &mut String) -> Result<(), PlotError> {
     let totals: Vec<f64> = bars
         .iter()
         .map(|b| b.segments.iter().map(|s| s.1).sum::<f64>())
@@ -85,7 +102,7 @@ pub fn draw_bars(path: &Path, bars: &[Bar]) -> Result<(), PlotError> {
     let n = bars.len().max(1);
     let width = (260 + 110 * n) as u32;
 
-    let root = SVGBackend::new(path, (width.max(720), 520)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (width.max(720), 520)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -150,4 +167,34 @@ pub fn draw_bars(path: &Path, bars: &[Bar]) -> Result<(), PlotError> {
         .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A symlink where the plot goes is refused and its target left as it
+    /// was; a plain path gets the picture.
+    #[test]
+    fn the_plot_never_follows_a_symlink() {
+        let dir = std::env::temp_dir().join(format!("xdprobe-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("precious");
+        std::fs::write(&target, b"keep\n").unwrap();
+        let link = dir.join("flows.svg");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let bars = [Bar {
+            label: "192.0.2.1:40000 → 80".into(),
+            segments: vec![("T1".into(), 3.0), ("T4".into(), 40.0)],
+        }];
+        let e = draw_bars(&link, &bars).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep\n");
+        let plain = dir.join("ok.svg");
+        draw_bars(&plain, &bars).unwrap();
+        let svg = std::fs::read_to_string(&plain).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("T4"), "{svg}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

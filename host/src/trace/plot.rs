@@ -37,6 +37,12 @@ struct Row {
 
 /// Draws the report's paths into `path` (SVG).
 pub fn waterfall(path: &Path, r: &Report) -> Result<(), PlotError> {
+    let mut svg = String::new();
+    render(r, &mut svg)?;
+    crate::stack::plot::write_svg(path, &svg).map_err(err)
+}
+
+fn render(r: &Report, svg: &mut String) -> Result<(), PlotError> {
     let mut rows = Vec::new();
     for (gi, g) in r.groups.iter().enumerate() {
         let mut at = 0.0;
@@ -58,7 +64,7 @@ pub fn waterfall(path: &Path, r: &Report) -> Result<(), PlotError> {
         * 1.08;
     let n = rows.len().max(1);
     let height = (120 + 26 * n) as u32;
-    let root = SVGBackend::new(path, (1000, height.max(240))).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (1000, height.max(240))).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(

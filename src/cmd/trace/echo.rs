@@ -55,7 +55,7 @@ pub(super) fn run(a: EchoArgs) -> anyhow::Result<ExitCode> {
     };
     let sock = UdpSocket::bind(bind).context("binding the probe socket")?;
     let mut sink = Sink::Json(Box::new(std::io::BufWriter::new(
-        std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?,
+        xdprobe_exporter::safe_file::create_new_or_truncate(&out)?,
     )));
     let mut probe = match start(&kernel, &opts) {
         Ok(p) => p,
@@ -129,7 +129,7 @@ fn listen_cmd(a: &EchoArgs, port: u16) -> anyhow::Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     let mut sink = Sink::Json(Box::new(std::io::BufWriter::new(
-        std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?,
+        xdprobe_exporter::safe_file::create_new_or_truncate(&out)?,
     )));
     let mut probe = match start(&kernel, &opts) {
         Ok(p) => p,

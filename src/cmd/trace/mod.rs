@@ -426,7 +426,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
         None => Sink::Text(Box::new(std::io::stdout())),
         Some("-") => Sink::Json(Box::new(std::io::stdout())),
         Some(p) => Sink::Json(Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {p}"))?,
+            xdprobe_exporter::safe_file::create_new_or_truncate(std::path::Path::new(p))?,
         ))),
     };
     let mut probe = match start(&kernel, &opts) {

@@ -21,6 +21,7 @@ use super::super::lru::{Link, ListId, bit};
 use super::super::record::Dir;
 use crate::metrics::tcp::{TcpCold, TcpHot};
 use crate::time::Timestamp;
+use xdprobe_l7::Slot;
 
 /// Per-direction counters kept in a flow (the rest of `DirStats` comes from
 /// the metric trackers at export).
@@ -62,6 +63,10 @@ const FIN_C2S: u8 = 1 << 3;
 /// A TCP flow without metrics: begun by a packet without a TCP header (a
 /// non-first fragment), as the tracker is chosen from the first packet.
 const NO_NPM: u8 = 1 << 5;
+/// The flow's payloads still go to the L7 parsers (`table::l7`): set when
+/// the flow is created with L7 on, cleared once the parsers need no more.
+/// Without it a packet touches no L7 state.
+const L7_INSPECT: u8 = 1 << 6;
 
 /// The first (for most flows the only) hot line of a flow: 64 bytes,
 /// everything a packet reads or writes but a TCP segment's tracker state.
@@ -74,7 +79,7 @@ pub(super) struct Head {
     pub dirs: [Counters; 2],
     /// `LIVE` (false once the flow ended and its slot is free: a stale
     /// candidate from `prepare` must not match it), `CLIENT_HI`, `GUESSED`,
-    /// `FIN_C2S` << dir, `NO_NPM`.
+    /// `FIN_C2S` << dir, `NO_NPM`, `L7_INSPECT`.
     bits: u8,
     /// Which lists the flow is on (`lru::bit`); on the closing list means
     /// closing (FIN both ways or RST seen).
@@ -106,7 +111,7 @@ pub(super) struct Hot2 {
 
 const _: () = assert!(size_of::<Hot1>() == 64 && size_of::<Hot2>() == 128);
 
-/// What every flow keeps apart from its hot line (48 bytes): read when the
+/// What every flow keeps apart from its hot line (56 bytes): read when the
 /// flow is queued, expires or is reported, and by a packet only when it
 /// starts an interval or arrives out of time order.
 #[derive(Clone, Copy, Debug)]
@@ -125,18 +130,15 @@ pub(super) struct Cold {
     /// [`TcpColdEntry`]).
     pub links: [Link; 2],
     pub seq_in_flow: u32,
-    /// The flow's L7 state (TLS, QUIC, HTTP, DNS names): a slot of the L7
-    /// slab, or [`NO_L7`]. Reserved here so that application-layer state
-    /// costs a packet that does not parse it nothing: only packets an L7
-    /// parser wants reach it, through this handle (see docs/flow-table.md,
-    /// "Memory").
-    pub l7: u32,
+    /// The flow's handle into the L7 parsers (TLS, QUIC, HTTP, DNS
+    /// fields; all zero until a payload is shown to them). Here, cold,
+    /// so that application-layer state costs a packet that is not
+    /// inspected nothing: only packets whose head says `l7_inspect`, and
+    /// records, reach it (`table::l7`).
+    pub l7: Slot,
 }
 
-/// [`Cold::l7`] of a flow without L7 state.
-pub(super) const NO_L7: u32 = u32::MAX;
-
-pub(super) const COLD_BYTES: usize = 48;
+pub(super) const COLD_BYTES: usize = 56;
 const _: () = assert!(size_of::<Cold>() == COLD_BYTES);
 
 /// A TCP flow's cold entry: the common part, the closing list's place, and
@@ -150,7 +152,7 @@ pub(super) struct TcpColdEntry {
     pub tcp: TcpCold,
 }
 
-pub(super) const TCP_COLD_ENTRY_BYTES: usize = 232;
+pub(super) const TCP_COLD_ENTRY_BYTES: usize = 240;
 const _: () = assert!(size_of::<TcpColdEntry>() == TCP_COLD_ENTRY_BYTES);
 
 impl Cold {
@@ -161,7 +163,7 @@ impl Cold {
             anchor: now,
             links: [Link::default(); 2],
             seq_in_flow: 0,
-            l7: NO_L7,
+            l7: Slot::default(),
         }
     }
 }
@@ -226,6 +228,21 @@ impl Head {
 
     pub fn set_no_npm(&mut self) {
         self.bits |= NO_NPM;
+    }
+
+    /// The flow's payloads still go to the L7 parsers.
+    #[inline]
+    pub fn l7_inspect(&self) -> bool {
+        self.bits & L7_INSPECT != 0
+    }
+
+    pub fn set_l7_inspect(&mut self) {
+        self.bits |= L7_INSPECT;
+    }
+
+    /// The L7 parsers need no more of this flow.
+    pub fn clear_l7_inspect(&mut self) {
+        self.bits &= !L7_INSPECT;
     }
 
     pub fn guessed(&self) -> bool {

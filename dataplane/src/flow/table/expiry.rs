@@ -38,7 +38,7 @@ impl FlowTable {
             }
             if self.slabs.head_ref(i).packets() > 0 {
                 self.stats.records += 1;
-                out(self.record(i, EndReason::Active));
+                out(self.interim_record(i, EndReason::Active));
             }
             self.reset_interval(i);
             self.slabs.cold_mut(i).anchor = now;

@@ -42,6 +42,9 @@ impl FlowTable {
             compact
         };
         let mut head = Head::new(compact, roles.client, roles.guessed, pkt.tos, ts);
+        if self.l7.is_some() {
+            head.set_l7_inspect();
+        }
         let cold = Cold::new(ts, self.now);
         let id = match pkt.l4 {
             L4::Tcp(_) => {
@@ -100,7 +103,13 @@ impl FlowTable {
     pub(super) fn end(&mut self, id: u32, reason: EndReason, out: &mut impl FnMut(FlowRecord)) {
         if self.slabs.head(id).is_some_and(|h| h.packets() > 0) {
             self.stats.records += 1;
-            out(self.record(id, reason));
+            let mut rec = self.record(id, reason);
+            if let Some(l7) = self.l7_finish(id) {
+                (rec.app, rec.l7) = (Some(l7.0), l7.1);
+            }
+            out(rec);
+        } else {
+            self.l7_release(id);
         }
         let key = self.slabs.key(id);
         let hash = self.hash_key(&key, &key.compact());
@@ -147,6 +156,8 @@ impl FlowTable {
             npm: Npm::default(),
             seq_in_flow: cold.seq_in_flow,
             process: None,
+            app: None,
+            l7: None,
         };
         match (h.kind, tcp) {
             (Kind::Tcp, Some((hot, c))) if self.npm && h.npm() => {
@@ -165,6 +176,7 @@ impl FlowTable {
     /// Starts flow `id`'s next interval after an active-timeout record:
     /// counters restart, the trackers keep what carries over.
     pub(super) fn reset_interval(&mut self, id: u32) {
+        self.l7_end_interval(id);
         let h = self.slabs.head_mut(id);
         h.dirs = [Counters::default(); 2];
         let (kind, side, npm) = (h.kind, h.side, self.npm && h.npm());

@@ -52,6 +52,7 @@ fn cfg() -> FlowConfig {
         npm: false,
         ts_rtt: false,
         frag_capacity: 4,
+        l7: None,
     }
 }
 
@@ -286,12 +287,16 @@ fn memory_per_flow() {
     // docs/flow-table.md states these. Before the hot/cold split an IPv4
     // flow took 150 / 194 / 394 / 650 B by the doc's count (which put the
     // index at 10 B), 176 / 220 / 420 / 676 B with the index as allocated
-    // at the default capacity (36 B per flow): no flow may cost more.
-    assert!(udp <= 150, "a flow without TCP state grew to {udp} B");
-    assert!(with_dns <= 194, "a DNS flow grew to {with_dns} B");
-    assert!(tcp <= 394, "a TCP flow grew to {tcp} B");
-    assert!(tcp + ts <= 650, "a TCP flow with timestamp RTT grew");
-    assert!(udp + v6 <= 176 && with_dns + v6 <= 220 && tcp + v6 <= 420);
+    // at the default capacity (36 B per flow), and with L7 on (the
+    // default) 8 B more each for its column of handles, which the cold
+    // entry now holds: no flow may cost more.
+    let l7 = size_of::<xdprobe_l7::Slot>();
+    assert_eq!(l7, 8);
+    assert!(udp <= 150 + l7, "a flow without TCP state grew to {udp} B");
+    assert!(with_dns <= 194 + l7, "a DNS flow grew to {with_dns} B");
+    assert!(tcp <= 394 + l7, "a TCP flow grew to {tcp} B");
+    assert!(tcp + ts <= 650 + l7, "a TCP flow with timestamp RTT grew");
+    assert!(udp + v6 <= 176 + l7 && with_dns + v6 <= 220 + l7 && tcp + v6 <= 420 + l7);
     assert!(ts <= 256, "timestamp-RTT state grew to {ts} B");
 }
 
@@ -457,4 +462,60 @@ fn ipv6_flows_are_told_apart_by_their_addresses() {
         .unwrap();
     assert_eq!(ac.c2s.packets + ac.s2c.packets, 1);
     assert_eq!(t.slabs.v6.len(), 0, "the address slots are given back");
+}
+
+/// The L7 parsers see a flow's payloads while its head's inspect bit is
+/// set, and nothing after: an unrecognised UDP flow is done after `[l7]
+/// packets` payloads a direction (here 2 + 2), later packets leave its
+/// cold handle as it was, and its record still has its label. With L7
+/// off no flow gets the bit.
+#[test]
+fn l7_inspection_ends_with_the_head_bit() {
+    const JUNK: &[u8] = b"\x01\x02\x03 nothing any parser knows";
+    let pkt = |src, sp, dst, dp| PacketMeta {
+        payload_len: JUNK.len() as u32,
+        payload: JUNK,
+        ..udp(src, sp, dst, dp, 28 + JUNK.len() as u32)
+    };
+    let mut c = cfg();
+    c.l7 = Some(xdprobe_l7::L7Config {
+        packets: 2,
+        ..Default::default()
+    });
+    let mut t = FlowTable::new(&c);
+    let mut recs = vec![];
+    let mut handles = vec![];
+    for n in 0..6u64 {
+        let p = if n % 2 == 0 {
+            pkt(C, 40000, S, 7000)
+        } else {
+            pkt(S, 7000, C, 40000)
+        };
+        t.process(&p, Timestamp(n * MS), &mut |r| recs.push(r));
+        let id = t.index.candidate(t.prepare(&p).hash).expect("the flow");
+        handles.push((t.slabs.head_ref(id).l7_inspect(), t.slabs.cold(id).l7));
+    }
+    let inspecting: Vec<bool> = handles.iter().map(|h| h.0).collect();
+    assert_eq!(inspecting, [true, true, true, false, false, false]);
+    assert_ne!(
+        handles[3].1,
+        xdprobe_l7::Slot::default(),
+        "the parsers saw it"
+    );
+    assert!(
+        handles[3..].iter().all(|h| h.1 == handles[3].1),
+        "{handles:?}"
+    );
+    t.flush(&mut |r| recs.push(r));
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].app, Some(xdprobe_l7::App::Unknown));
+    assert_eq!((recs[0].c2s.packets, recs[0].s2c.packets), (3, 3));
+
+    let mut t = FlowTable::new(&cfg());
+    let p = pkt(C, 40000, S, 7000);
+    t.process(&p, Timestamp(0), &mut |r| recs.push(r));
+    let id = t.index.candidate(t.prepare(&p).hash).expect("the flow");
+    assert!(!t.slabs.head_ref(id).l7_inspect());
+    t.flush(&mut |r| recs.push(r));
+    assert_eq!(recs[1].app, None);
 }

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# What the L7 parsers (docs/l7.md) cost a whole `xdprobe pcap` run: L7 on
+# (the default) against `--no-l7`, alternating runs (one of each per
+# round, so load from other processes hits both alike), medians of wall
+# time and of CPU time (user + sys, from /usr/bin/time; the steadier
+# figure on a shared machine), on two captures:
+#   - the benchmark capture (mkbench.py: synthetic TCP/UDP, little payload
+#     any parser recognises: the cost of looking and finding nothing);
+#   - a capture rich in TLS/QUIC/HTTP/DNS: tests/corpus/l7/xdprobe_l7-traffic.pcap
+#     (real clients and servers, tests/l7_live.rs) repeated COPIES times,
+#     each copy 60 s after the previous (editcap -t, mergecap -a), so every
+#     copy's flows are new flows to parse.
+#
+# usage: benches/l7_cost.sh [FILE]
+#   FILE  benchmark capture (default $XDPROBE_BENCH_PCAP or /tmp/bench.pcap;
+#         generated with mkbench.py --flows 400000 --concurrent 50000 --seed 7
+#         if missing)
+#   env   RUNS (default 7), COPIES (default 200), BIN (default
+#         target/release/xdprobe, built if missing), MKBENCH (path of mkbench.py)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-$ROOT/target/release/xdprobe}
+RUNS=${RUNS:-7}
+COPIES=${COPIES:-200}
+FILE=${1:-${XDPROBE_BENCH_PCAP:-/tmp/bench.pcap}}
+MKBENCH=${MKBENCH:-/work/shared/tools/mkbench.py}
+
+[ -x "$BIN" ] || (cd "$ROOT" && cargo build --release -p xdprobe --bin xdprobe)
+if [ ! -f "$FILE" ]; then
+    python3 "$MKBENCH" "$FILE.part" --flows 400000 --concurrent 50000 --seed 7
+    mv "$FILE.part" "$FILE"
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+rich="$tmp/l7-rich.pcap"
+for i in $(seq 0 $((COPIES - 1))); do
+    editcap -F pcap -t $((i * 60)) "$ROOT/tests/corpus/l7/xdprobe_l7-traffic.pcap" "$tmp/part-$i.pcap"
+done
+mergecap -F pcap -a -w "$rich" $(for i in $(seq 0 $((COPIES - 1))); do echo "$tmp/part-$i.pcap"; done)
+rm -f "$tmp"/part-*.pcap
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# One capture: RUNS rounds of (off, on); prints the medians and the ratio.
+measure() {
+    local name=$1 cap=$2
+    rm -f "$tmp/off" "$tmp/on" "$tmp/medians"
+    echo "$name: $(du -h "$cap" | cut -f1), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    for _ in $(seq "$RUNS"); do
+        /usr/bin/time -f "%e %U %S" -a -o "$tmp/off" \
+            "$BIN" pcap "$cap" --format none --no-progress --no-l7 >/dev/null
+        /usr/bin/time -f "%e %U %S" -a -o "$tmp/on" \
+            "$BIN" pcap "$cap" --format none --no-progress >/dev/null
+    done
+    echo "$name: load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    for m in off on; do
+        wall=$(awk '{ print $1 }' "$tmp/$m" | median)
+        cpu=$(awk '{ print $2 + $3 }' "$tmp/$m" | median)
+        echo "$m $wall $cpu" >>"$tmp/medians"
+        printf '%s: L7 %-3s wall median %7.3f s   cpu median %7.3f s   (runs: %s)\n' "$name" "$m" \
+            "$wall" "$cpu" "$(awk '{ printf "%s/%.2f ", $1, $2 + $3 }' "$tmp/$m")"
+    done
+    awk -v n="$name" '{ w[$1] = $2; c[$1] = $3 }
+         END { printf "%s: L7 on costs %+.1f %% wall, %+.1f %% CPU over --no-l7\n",
+               n, (w["on"] / w["off"] - 1) * 100, (c["on"] / c["off"] - 1) * 100 }' "$tmp/medians"
+}
+
+measure bench "$FILE"
+measure l7-rich "$rich"
+"$BIN" pcap "$rich" --format none --no-progress --stats 2>&1 | grep -iE '^ *(l7|flows)' | head -20 || true

@@ -116,6 +116,13 @@ TOOLS=(
     "xdprobe --workers 2 --no-npm|$XDP pcap $FILE --format none --no-npm --workers 2"
     "tcpdump -w /dev/null|tcpdump -r $FILE -w /dev/null"
 )
+# L7 (issue 23) is on by default; its cost is the difference to --no-l7.
+if "$XDP" pcap --help 2>/dev/null | grep -q -- '--no-l7'; then
+    TOOLS+=(
+        "xdprobe --no-l7 (NPM on)|$XDP pcap $FILE --format none --no-l7 --workers 1"
+        "xdprobe --workers 2 --no-l7 (NPM on)|$XDP pcap $FILE --format none --no-l7 --workers 2"
+    )
+fi
 [ "$SHORT" = 1 ] || TOOLS+=("xdprobe --no-npm|$XDP pcap $FILE --format none --no-npm --workers 1")
 if have softflowd; then
     TOOLS+=("softflowd|softflowd -r $FILE -c none -A milli -n 127.0.0.1:$SF_PORT -p $WORK/sf.pid")
@@ -136,6 +143,12 @@ if [ -n "$BASELINE" ]; then
     "$BASELINE" pcap --help 2>/dev/null | grep -q -- '--workers' && BW="--workers 1"
     TOOLS+=("baseline (NPM on)|$BASELINE pcap $FILE --format none $BW")
     [ -n "$BW" ] && TOOLS+=("baseline --workers 2 (NPM on)|$BASELINE pcap $FILE --format none --workers 2")
+    if "$BASELINE" pcap --help 2>/dev/null | grep -q -- '--no-l7'; then
+        TOOLS+=(
+            "baseline --no-l7 (NPM on)|$BASELINE pcap $FILE --format none --no-l7 $BW"
+            "baseline --workers 2 --no-l7 (NPM on)|$BASELINE pcap $FILE --format none --no-l7 --workers 2"
+        )
+    fi
     [ "$SHORT" = 1 ] || TOOLS+=("baseline, TS input (NPM on)|$BASELINE pcap $TSFILE --format none $BW")
 fi
 # Index of a tool by name (for the cost table).
@@ -241,8 +254,12 @@ PY
     ratio "xdprobe --workers 2 (NPM on) vs argus" "xdprobe --workers 2 (NPM on)" argus "–"
     ratio "xdprobe --workers 1 (NPM on) vs tcpdump" "xdprobe (NPM on)" "tcpdump -w /dev/null" "≥ 0.55×"
     ratio "xdprobe --workers 2 --no-npm vs tcpdump" "xdprobe --workers 2 --no-npm" "tcpdump -w /dev/null" "–"
+    ratio "xdprobe --workers 1 --no-l7 vs tcpdump" "xdprobe --no-l7 (NPM on)" "tcpdump -w /dev/null" "–"
+    ratio "xdprobe --workers 2 --no-l7 vs tcpdump" "xdprobe --workers 2 --no-l7 (NPM on)" "tcpdump -w /dev/null" "–"
     ratio "this build / baseline, 1 worker (above 1: faster)" "xdprobe (NPM on)" "baseline (NPM on)" "–"
     ratio "this build / baseline, 2 workers (above 1: faster)" "xdprobe --workers 2 (NPM on)" "baseline --workers 2 (NPM on)" "–"
+    ratio "this build / baseline, 1 worker, --no-l7" "xdprobe --no-l7 (NPM on)" "baseline --no-l7 (NPM on)" "–"
+    ratio "this build / baseline, 2 workers, --no-l7" "xdprobe --workers 2 --no-l7 (NPM on)" "baseline --workers 2 --no-l7 (NPM on)" "–"
 } >"$TARGETS"
 cat "$TARGETS"
 cat "$TARGETS" >>"$TABLE"

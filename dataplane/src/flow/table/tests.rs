@@ -2,7 +2,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use super::*;
-use crate::parse::{TcpMeta, TcpOptions};
+use crate::parse::{TcpFlags, TcpMeta, TcpOptions};
 use entry::{Cold, Hot1, Hot2, TcpColdEntry};
 
 const C: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));

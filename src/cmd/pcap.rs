@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::ValueEnum;
 use xdprobe::budget::{self, Estimate};
 use xdprobe_dataplane::output::{Format, RecordWriter};
-use xdprobe_dataplane::source::{Frame, pcap::Capture};
+use xdprobe_dataplane::source::{Capture, Frame};
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker, WorkerStats};
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ProbeCounters};
 

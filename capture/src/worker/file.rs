@@ -73,8 +73,8 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use xdprobe_dataplane::{
     FlowRecord, Timestamp, Worker, WorkerStats,
     source::{
-        Frame,
-        pcap::{Capture, PcapError, SharedMap},
+        Capture, Frame,
+        pcap::{PcapError, SharedMap},
     },
     worker::BATCH,
 };

@@ -2,7 +2,6 @@
 
 pub mod frag;
 pub mod key;
-mod l7col;
 mod lru;
 pub mod mem;
 pub mod record;

@@ -33,6 +33,12 @@ impl Turn {
         self.req_ts = ts_ns;
     }
 
+    /// A request is waiting for its response.
+    #[inline]
+    pub fn pending(&self) -> bool {
+        self.req_ts != NONE
+    }
+
     /// A server packet carrying response data: `Δt_rr` in ns if it answers
     /// a pending request (0 if its timestamp precedes the request's).
     #[inline]

@@ -4,11 +4,11 @@
 
 use crate::flow::frag::FragStats;
 use crate::flow::mem::AllocError;
-use crate::flow::record::FlowRecord;
 use crate::flow::table::Prepared;
 use crate::flow::{FlowConfig, FlowTable, TableStats};
 use crate::metrics::tsrtt::TsRttWorker;
 use crate::parse::{self, DropCounters, DropReason, LinkType, PacketMeta};
+use crate::record::FlowRecord;
 use crate::source::Frame;
 
 /// Frames a batch prepares before processing: enough to cover a memory

@@ -4,7 +4,6 @@ pub mod frag;
 pub mod key;
 mod lru;
 pub mod mem;
-pub mod record;
 pub mod table;
 
 pub use key::FlowKey;

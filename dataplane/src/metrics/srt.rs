@@ -2,7 +2,7 @@
 //! (`docs/spec/npm-metrics.md` §2): the request/response turn and the per-interval
 //! statistics a record exports.
 
-use crate::flow::record::Npm;
+use crate::record::Npm;
 use crate::time::ns_to_us;
 
 /// One request/response turn (TCP/TLS): the request is the *latest* client
@@ -114,7 +114,7 @@ impl SrtStats {
 #[cfg(test)]
 mod tests {
     use super::{SrtStats, Turn};
-    use crate::flow::record::Npm;
+    use crate::record::Npm;
 
     #[test]
     fn metrics_srt_turn_latest_request_first_response() {

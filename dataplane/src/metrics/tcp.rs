@@ -27,8 +27,8 @@ use super::seq::SeqNumber;
 use super::srt::{SrtStats, Turn};
 use super::tls::{TlsDir, looks_like_client_hello};
 use super::tsrtt::{TsRtt, TsRttWorker};
-use crate::flow::record::{Dir, DirStats, FlowRecord};
 use crate::parse::{TcpFlags, TcpMeta};
+use crate::record::{Dir, DirStats, FlowRecord};
 use crate::time::{Timestamp, ns_to_us};
 
 /// The hot part's size: one cache line, with the flow entry's first line

@@ -18,8 +18,8 @@
 use super::super::key::CompactKey;
 use super::super::key::Side;
 use super::super::lru::{Link, ListId, bit};
-use super::super::record::Dir;
 use crate::metrics::tcp::{TcpCold, TcpHot};
+use crate::record::Dir;
 use crate::time::Timestamp;
 use xdprobe_l7::Slot;
 

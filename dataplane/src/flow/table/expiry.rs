@@ -4,7 +4,7 @@
 
 use super::{FlowConfig, FlowTable, dur_ns};
 use crate::flow::lru::ListId;
-use crate::flow::record::{EndReason, FlowRecord};
+use crate::record::{EndReason, FlowRecord};
 use crate::time::Timestamp;
 
 impl FlowTable {

@@ -14,8 +14,8 @@
 use xdprobe_l7::{L7, L7Config, L7Fields, L7Stats, Progress, Segment, Slot, Transport};
 
 use super::FlowTable;
-use crate::flow::record::{Dir, EndReason, FlowRecord};
 use crate::parse::PacketMeta;
+use crate::record::{Dir, EndReason, FlowRecord};
 use crate::time::Timestamp;
 
 /// The worker's L7 engine.

@@ -7,10 +7,10 @@ use super::slab::TCP;
 use super::{FlowTable, Side};
 use crate::flow::key::{CompactKey, FlowKey, Roles};
 use crate::flow::lru::ListId;
-use crate::flow::record::{DirStats, EndReason, FlowRecord, Npm};
 use crate::metrics::dns::DnsTracker;
 use crate::metrics::tcp::TcpHot;
 use crate::parse::{L4, PacketMeta};
+use crate::record::{DirStats, EndReason, FlowRecord, Npm};
 use crate::time::Timestamp;
 
 impl FlowTable {

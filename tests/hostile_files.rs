@@ -292,7 +292,7 @@ fn a_file_export_on_a_full_disk_keeps_whole_messages_and_fails_the_run() {
 }
 
 fn record(i: u32) -> xdprobe_dataplane::FlowRecord {
-    use xdprobe_dataplane::flow::record::DirStats;
+    use xdprobe_dataplane::record::DirStats;
     use xdprobe_dataplane::{EndReason, FlowRecord, Timestamp};
     let d = DirStats {
         packets: 10,

@@ -2,7 +2,7 @@
 //!
 //! `source` (pcap/pcapng files, AF_XDP) → `parse` (zero-copy header views,
 //! one summary per packet) → `flow` (per-worker table, expiry) → `metrics`
-//! (NPM: RTT, SRT, retransmissions) → `flow::record` (finished records) →
+//! (NPM: RTT, SRT, retransmissions) → `record` (finished records) →
 //! `output` (JSON/table/CSV; IPFIX lives in the exporter crate).
 //!
 //! Everything from `parse` on is sans-IO: it takes a packet and its capture
@@ -13,6 +13,7 @@ pub mod flow;
 pub mod metrics;
 pub mod output;
 pub mod parse;
+pub mod record;
 pub mod source;
 pub mod time;
 pub mod worker;
@@ -21,6 +22,6 @@ pub mod worker;
 pub use xdprobe_l7 as l7;
 
 pub use flow::FlowConfig;
-pub use flow::record::{Dir, EndReason, FlowRecord, Process};
+pub use record::{Dir, EndReason, FlowRecord, Process};
 pub use time::Timestamp;
 pub use worker::{Worker, WorkerStats};

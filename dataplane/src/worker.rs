@@ -4,11 +4,11 @@
 
 use crate::flow::frag::FragStats;
 use crate::flow::mem::AllocError;
-use crate::flow::record::FlowRecord;
 use crate::flow::table::Prepared;
 use crate::flow::{FlowConfig, FlowTable, TableStats};
 use crate::metrics::tsrtt::TsRttWorker;
 use crate::parse::{self, DropCounters, DropReason, LinkType, PacketMeta};
+use crate::record::FlowRecord;
 use crate::source::Frame;
 
 /// Frames a batch prepares before processing: enough to cover a memory
@@ -166,12 +166,14 @@ impl Worker {
         self.table.set_timeouts(cfg);
     }
 
-    /// Accounts a batch of frames in four passes: parse and hash all, look
-    /// up all in the index (prefetching each flow entry), prefetch each
-    /// candidate's TCP or DNS state (through its entry), then process in
-    /// order. The cache misses of a batch overlap instead of stalling one
-    /// packet at a time. Same
-    /// result as calling [`on_frame`](Self::on_frame) for each.
+    /// Accounts a batch of frames in four passes: parse and hash all
+    /// (prefetching each packet's index bucket), look up all in the index
+    /// (prefetching each candidate's hot line or lines), prefetch what a
+    /// packet needs beyond them (a DNS tracker, timestamp-RTT state, the
+    /// TCP cold entry of a segment that will touch it, found through the
+    /// hot lines), then process in order. The cache misses of a batch
+    /// overlap instead of stalling one packet at a time. Same result as
+    /// calling [`on_frame`](Self::on_frame) for each.
     pub fn on_batch(&mut self, frames: &[Frame<'_>], out: &mut impl FnMut(FlowRecord)) {
         for chunk in frames.chunks(BATCH) {
             // The parsed packets and their keys in arrays of their own, each

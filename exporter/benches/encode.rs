@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use xdprobe_dataplane::flow::record::{DirStats, Npm};
+use xdprobe_dataplane::record::{DirStats, Npm};
 use xdprobe_dataplane::{EndReason, FlowRecord, Timestamp};
 use xdprobe_exporter::encode::{Encoder, ExportClock};
 use xdprobe_exporter::ie::PEN_DOCUMENTATION;

@@ -14,7 +14,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use xdprobe_dataplane::flow::record::FlowRecord;
+use xdprobe_dataplane::record::FlowRecord;
 use xdprobe_dataplane::metrics::dns::DnsTracker;
 use xdprobe_dataplane::metrics::tcp::{TcpTracker, TsCtx};
 use xdprobe_dataplane::metrics::tsrtt::{TsRtt, TsRttWorker};

@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::ValueEnum;
 use xdprobe::budget::{self, Estimate};
 use xdprobe_dataplane::output::{Format, RecordWriter};
-use xdprobe_dataplane::source::{Frame, pcap::Capture};
+use xdprobe_dataplane::source::{Capture, Frame};
 use xdprobe_dataplane::{FlowConfig, FlowRecord, Worker, WorkerStats};
 use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig, ProbeCounters};
 
@@ -266,8 +266,11 @@ pub fn run(args: PcapArgs) -> anyhow::Result<ExitCode> {
             progress.batch(|| offset);
             Ok::<usize, xdprobe_filter::FilterError>(kept)
         };
+        // Nothing reads the records with `--format none` and no collector:
+        // the workers drop them where they end.
+        let keep = format.is_some() || sender.is_some();
         // Flows seen so far are emitted even when the file is cut or corrupt.
-        let o = file::run(&mut reader, workers, &mut output, &mut hook);
+        let o = file::run(&mut reader, workers, &mut output, keep, &mut hook);
         let read_result = o.read_result.map_err(|e| match e {
             ReadStop::Capture(e) => ReadError::Capture(e),
             ReadStop::Hook(e) => ReadError::Filter(e),

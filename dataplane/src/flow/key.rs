@@ -15,7 +15,7 @@ use crate::parse::{L4, PacketMeta, TcpFlags};
 /// Kept as two 64-bit halves (high first, so the derived order is the
 /// integer's): a `u128` would align the key, and so the flow entry, to 16
 /// bytes, which costs the entry 8 bytes of padding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Addr {
     hi: u64,
     lo: u64,
@@ -89,6 +89,58 @@ impl FlowKey {
     };
 }
 
+/// A key as the flow table's hot entry keeps it, 16 bytes: for IPv4 the
+/// whole key (two 32-bit addresses, then ports, protocol, flags and VLAN
+/// ID in one word), for IPv6 the second word and, in place of the
+/// addresses, the slot of a side column where the table keeps them
+/// ([`with_v6_slot`](Self::with_v6_slot)). So an IPv4 key is confirmed from
+/// the one cache line that holds the flow's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct CompactKey {
+    addrs: u64,
+    rest: u64,
+}
+
+impl CompactKey {
+    /// A placeholder (never a stored key's: its protocol word is 0).
+    pub(crate) const ZERO: CompactKey = CompactKey { addrs: 0, rest: 0 };
+
+    /// An IPv6 key (its addresses live elsewhere).
+    #[inline]
+    pub fn is_v6(&self) -> bool {
+        (self.rest >> 40) as u8 & KEY_V6 != 0
+    }
+
+    /// The same IPv6 key, its addresses kept in side-column slot `slot`.
+    pub fn with_v6_slot(self, slot: u32) -> CompactKey {
+        CompactKey {
+            addrs: u64::from(slot),
+            ..self
+        }
+    }
+
+    /// Both words (the address word holds an IPv6 key's slot).
+    #[inline]
+    pub fn words(&self) -> (u64, u64) {
+        (self.addrs, self.rest)
+    }
+
+    /// The side-column slot of an IPv6 key's addresses.
+    #[inline]
+    pub fn v6_slot(&self) -> u32 {
+        self.addrs as u32
+    }
+
+    /// Whether `self` (a stored key) is the key `probe` was made from: for
+    /// IPv4 exactly; for IPv6 the addresses are still to be compared (the
+    /// caller reads them from the slot).
+    #[inline]
+    pub fn matches(&self, probe: &CompactKey) -> bool {
+        self.rest == probe.rest && (self.addrs == probe.addrs || probe.is_v6())
+    }
+}
+
 /// Which endpoint of a [`FlowKey`] a packet came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
@@ -150,6 +202,54 @@ impl FlowKey {
 
     pub fn is_v6(&self) -> bool {
         self.bits & KEY_V6 != 0
+    }
+
+    /// The compact form ([`CompactKey`]); an IPv6 key's address word is 0
+    /// until [`CompactKey::with_v6_slot`].
+    #[inline]
+    pub fn compact(&self) -> CompactKey {
+        let addrs = if self.is_v6() {
+            0
+        } else {
+            // IPv4 addresses are IPv4-mapped: the low 32 bits are the address.
+            u64::from(self.lo_addr.lo as u32) << 32 | u64::from(self.hi_addr.lo as u32)
+        };
+        CompactKey {
+            addrs,
+            rest: u64::from(self.lo_port)
+                | u64::from(self.hi_port) << 16
+                | u64::from(self.proto) << 32
+                | u64::from(self.bits) << 40
+                | u64::from(self.vlan_id) << 48,
+        }
+    }
+
+    /// The addresses, lower endpoint first (what an IPv6 key keeps apart).
+    pub fn addrs(&self) -> [Addr; 2] {
+        [self.lo_addr, self.hi_addr]
+    }
+
+    /// The key back from its compact form; `v6` holds the addresses of an
+    /// IPv6 key (ignored for IPv4).
+    pub fn expand(c: &CompactKey, v6: [Addr; 2]) -> FlowKey {
+        let v4 = |a: u64| Addr {
+            hi: 0,
+            lo: V4_MAPPED | (a & 0xffff_ffff),
+        };
+        let [lo_addr, hi_addr] = if c.is_v6() {
+            v6
+        } else {
+            [v4(c.addrs >> 32), v4(c.addrs)]
+        };
+        FlowKey {
+            lo_addr,
+            hi_addr,
+            lo_port: c.rest as u16,
+            hi_port: (c.rest >> 16) as u16,
+            proto: (c.rest >> 32) as u8,
+            bits: (c.rest >> 40) as u8,
+            vlan_id: (c.rest >> 48) as u16,
+        }
     }
 
     /// Outermost VLAN ID.
@@ -279,6 +379,28 @@ mod tests {
         let (kn, _) = FlowKey::canonical(a, 40000, b, 443, 6, None);
         assert_ne!(k0, kn);
         assert_eq!((k0.vlan(), kn.vlan()), (Some(0), None));
+    }
+
+    #[test]
+    fn compact_keys_round_trip_and_tell_families_apart() {
+        let a = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+        let b = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 250));
+        let (k, _) = FlowKey::canonical(a, 40000, b, 443, 6, Some(4095));
+        let c = k.compact();
+        assert!(!c.is_v6() && c.matches(&k.compact()));
+        assert_eq!(FlowKey::expand(&c, k.addrs()), k);
+        let (k2, _) = FlowKey::canonical(a, 40001, b, 443, 6, Some(4095));
+        assert!(!c.matches(&k2.compact()));
+        // An IPv6 key keeps its addresses apart; an IPv4-mapped IPv6
+        // address never meets its IPv4 twin.
+        let m = IpAddr::V6(Ipv4Addr::new(192, 0, 2, 1).to_ipv6_mapped());
+        let n = IpAddr::V6(Ipv4Addr::new(203, 0, 113, 250).to_ipv6_mapped());
+        let (k6, _) = FlowKey::canonical(m, 40000, n, 443, 6, Some(4095));
+        let c6 = k6.compact().with_v6_slot(7);
+        assert!(c6.is_v6() && c6.v6_slot() == 7);
+        assert!(c6.matches(&k6.compact()) && !c.matches(&k6.compact()));
+        assert!(!c6.matches(&c));
+        assert_eq!(FlowKey::expand(&c6, k6.addrs()), k6);
     }
 
     #[test]

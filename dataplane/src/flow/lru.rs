@@ -125,6 +125,31 @@ impl Heads {
         self.push_back(slab, l, idx);
     }
 
+    /// Puts slot `new` where slot `old` is on every list `old` is on
+    /// (`new` already holds `old`'s links and membership byte: the entry
+    /// moved). `old` is on no list afterwards, as far as the lists go.
+    pub fn replace<S: Linked>(&mut self, slab: &mut S, old: u32, new: u32) {
+        let on = *slab.on(new);
+        for l in [ListId::Lru, ListId::Active, ListId::Closing] {
+            if on & bit(l) == 0 {
+                continue;
+            }
+            let li = l as usize;
+            let Link { prev, next } = *slab.link(l, new);
+            if prev == NIL {
+                self.head[li] = new;
+            } else {
+                slab.link(l, prev).next = new;
+            }
+            if next == NIL {
+                self.tail[li] = new;
+            } else {
+                slab.link(l, next).prev = new;
+            }
+            debug_assert!(prev != old && next != old);
+        }
+    }
+
     pub fn remove_all<S: Linked>(&mut self, slab: &mut S, idx: u32) {
         for l in [ListId::Lru, ListId::Active, ListId::Closing] {
             self.remove(slab, l, idx);
@@ -170,7 +195,12 @@ mod tests {
         assert_eq!(walk(&h, &v, ListId::Lru), [2, 3]);
         h.remove(&mut v, ListId::Lru, 1); // not on the list: no-op
         h.push_back(&mut v, ListId::Active, 3);
-        h.remove_all(&mut v, 3);
+        // Slot 3 moves to slot 1 (free now): the lists follow.
+        v.0[1] = v.0[3];
+        h.replace(&mut v, 3, 1);
+        assert_eq!(walk(&h, &v, ListId::Lru), [2, 1]);
+        assert_eq!(h.head(ListId::Active), Some(1));
+        h.remove_all(&mut v, 1);
         assert_eq!(walk(&h, &v, ListId::Lru), [2]);
         assert_eq!(h.head(ListId::Active), None);
         assert_eq!(h.tail[0], 2);

@@ -1,8 +1,8 @@
 //! Memory of the big per-worker arrays: how much they take (for the
 //! estimate made before anything is allocated), allocation that fails
 //! with an error instead of aborting, a hint for huge pages, the side
-//! columns that hold state only some flows need (TCP, DNS), and the lazily
-//! zeroed timestamp-RTT column.
+//! columns that hold state only some flows need (DNS, IPv6 addresses), and
+//! lazily zeroed arrays (the timestamp-RTT column, the flow index).
 
 use crate::metrics::tsrtt::TsRtt;
 
@@ -138,81 +138,110 @@ impl<T> Column<T> {
     }
 }
 
-/// The timestamp-RTT column: `n` entries in anonymous memory from
-/// `mmap`, which the kernel backs with zeroed pages only when first
-/// written, so slots whose flows never carry the option cost no memory.
-/// (A zeroed heap allocation would not do: for an alignment above 16 the
-/// allocator writes the zeros itself, touching every page up front.) An
-/// all-zero `TsRtt` is its default, an empty state; the TCP tracker starts
-/// an entry before using it anyway.
-pub struct TsColumn {
+/// Types whose all-zero bytes are a valid value (plain integers and
+/// arrays of them), so a [`Zeroed`] array of them may start as the
+/// kernel's zero pages.
+///
+/// # Safety
+/// An implementor must be valid when every byte is 0 and must not need
+/// `Drop`.
+pub unsafe trait ZeroValid: Sized {}
+
+// SAFETY: `TsRtt` holds only integers and arrays of integers (all its
+// types derive `Default` as zeros; `TsRtt::start` is how an entry begins).
+unsafe impl ZeroValid for TsRtt {}
+
+/// `n` values in anonymous memory from `mmap`, which the kernel backs with
+/// zeroed pages only when first written, so slots never written cost no
+/// memory. (A zeroed heap allocation would not do: for an alignment above
+/// 16 the allocator writes the zeros itself, touching every page up
+/// front.) Used for the timestamp-RTT column (an all-zero `TsRtt` is an
+/// empty state; the TCP tracker starts an entry before using it anyway)
+/// and for the flow index's buckets.
+pub struct Zeroed<T: ZeroValid> {
     map: Option<memmap2::MmapMut>,
     len: usize,
+    _values: std::marker::PhantomData<T>,
 }
 
-impl TsColumn {
-    /// No column (the feature is off).
-    pub fn empty() -> Self {
-        TsColumn { map: None, len: 0 }
-    }
+/// The timestamp-RTT column, by TCP slot.
+pub type TsColumn = Zeroed<TsRtt>;
 
-    /// A column of `n` entries; empty (the feature off, logged) if the
-    /// kernel refuses the mapping.
-    pub fn new(n: usize) -> Self {
-        let Some(bytes) = n.checked_mul(size_of::<TsRtt>()).filter(|&b| b > 0) else {
-            return Self::empty();
-        };
-        match memmap2::MmapMut::map_anon(bytes) {
-            Ok(map) => {
-                advise_huge_pages(map.as_ptr(), bytes);
-                TsColumn {
-                    map: Some(map),
-                    len: n,
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, bytes, "no memory for timestamp RTT: it is off");
-                Self::empty()
-            }
+impl<T: ZeroValid> Zeroed<T> {
+    /// No array.
+    pub fn empty() -> Self {
+        Zeroed {
+            map: None,
+            len: 0,
+            _values: std::marker::PhantomData,
         }
     }
 
-    fn slice(&self) -> &[TsRtt] {
+    /// An array of `n` zero values, advised onto huge pages; an error if
+    /// the kernel refuses the mapping.
+    pub fn try_new(n: usize) -> std::io::Result<Self> {
+        let Some(bytes) = n.checked_mul(size_of::<T>()).filter(|&b| b > 0) else {
+            return Ok(Self::empty());
+        };
+        let map = memmap2::MmapMut::map_anon(bytes)?;
+        advise_huge_pages(map.as_ptr(), bytes);
+        Ok(Zeroed {
+            map: Some(map),
+            len: n,
+            _values: std::marker::PhantomData,
+        })
+    }
+
+    #[inline]
+    pub fn as_slice(&self) -> &[T] {
         match &self.map {
-            // SAFETY: the mapping is page-aligned (more than `TsRtt`'s 64),
-            // `len * size_of::<TsRtt>()` bytes long, and every byte is
-            // initialised (zero, or written through `slice_mut`); all-zero
-            // bytes are a valid `TsRtt` (it holds only integers). The slice
-            // borrows `self`, which owns the mapping.
-            Some(m) => unsafe { std::slice::from_raw_parts(m.as_ptr().cast::<TsRtt>(), self.len) },
+            // SAFETY: the mapping is page-aligned (more than any `T`
+            // here), `len * size_of::<T>()` bytes long, and every byte is
+            // initialised (zero, or written through `as_mut_slice`); all-zero
+            // bytes are a valid `T` (`ZeroValid`). The slice borrows
+            // `self`, which owns the mapping.
+            Some(m) => unsafe { std::slice::from_raw_parts(m.as_ptr().cast::<T>(), self.len) },
             None => &[],
         }
     }
 
-    fn slice_mut(&mut self) -> &mut [TsRtt] {
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
         match &mut self.map {
-            // SAFETY: as in `slice`; the mutable borrow of `self` makes this
-            // the only reference into the mapping.
+            // SAFETY: as in `as_slice`; the mutable borrow of `self` makes
+            // this the only reference into the mapping.
             Some(m) => unsafe {
-                std::slice::from_raw_parts_mut(m.as_mut_ptr().cast::<TsRtt>(), self.len)
+                std::slice::from_raw_parts_mut(m.as_mut_ptr().cast::<T>(), self.len)
             },
             None => &mut [],
         }
     }
 
     #[inline]
-    pub fn get(&self, i: u32) -> Option<&TsRtt> {
-        self.slice().get(i as usize)
+    pub fn get(&self, i: u32) -> Option<&T> {
+        self.as_slice().get(i as usize)
     }
 
     #[inline]
-    pub fn get_mut(&mut self, i: u32) -> Option<&mut TsRtt> {
-        self.slice_mut().get_mut(i as usize)
+    pub fn get_mut(&mut self, i: u32) -> Option<&mut T> {
+        self.as_mut_slice().get_mut(i as usize)
     }
 
-    /// Bytes mapped for `n` entries (backed only where written).
+    /// Bytes mapped for `n` values (backed only where written).
     pub fn memory_bytes(n: usize) -> u64 {
-        (n as u64).saturating_mul(size_of::<TsRtt>() as u64)
+        (n as u64).saturating_mul(size_of::<T>() as u64)
+    }
+}
+
+impl Zeroed<TsRtt> {
+    /// A column of `n` entries; empty (the feature off, logged) if the
+    /// kernel refuses the mapping.
+    pub fn new(n: usize) -> Self {
+        Self::try_new(n).unwrap_or_else(|e| {
+            let bytes = Self::memory_bytes(n);
+            tracing::warn!(error = %e, bytes, "no memory for timestamp RTT: it is off");
+            Self::empty()
+        })
     }
 }
 

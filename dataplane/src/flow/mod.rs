@@ -2,10 +2,8 @@
 
 pub mod frag;
 pub mod key;
-mod l7col;
 mod lru;
 pub mod mem;
-pub mod record;
 pub mod table;
 
 pub use key::FlowKey;

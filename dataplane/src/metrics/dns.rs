@@ -21,7 +21,7 @@
 //!   values are dropped; `srt_us` = 0, count 0, as for no measurement).
 
 use super::srt::SrtStats;
-use crate::flow::record::{Dir, FlowRecord};
+use crate::record::{Dir, FlowRecord};
 use crate::time::Timestamp;
 
 /// DNS header length (RFC 1035 §4.1.1).
@@ -95,7 +95,7 @@ impl DnsTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::record::{EndReason, Npm};
+    use crate::record::{EndReason, Npm};
 
     fn msg(id: u16, response: bool) -> [u8; 12] {
         let mut m = [0u8; 12];

@@ -101,6 +101,13 @@ impl Handshake {
         self.flags |= DONE;
     }
 
+    /// The handshake ACK was seen: no later SYN or ACK changes the
+    /// handshake (a late SYN+ACK still may, see [`on_synack`](Self::on_synack)).
+    #[inline]
+    pub fn done(&self) -> bool {
+        self.has(DONE)
+    }
+
     /// `t_snt` in ns: counted SYN+ACK − the SYN before it.
     #[inline]
     pub fn server_net_ns(&self) -> Option<u64> {

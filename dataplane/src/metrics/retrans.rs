@@ -72,13 +72,15 @@ const MAX_WINDOW_SHIFT: u8 = 14;
 const SCALE_UNKNOWN: i8 = -1;
 const SCALE_NONE: i8 = -2;
 
-/// Sequence state of one direction (32 bytes).
+/// Sequence state of one direction (24 bytes): what every segment reads or
+/// writes. The time of the direction's last duplicate ACK, read only for a
+/// segment below expected and written only by a duplicate ACK, is kept
+/// apart ([`SeqRare`]), so the per-segment state of both directions fits in
+/// the TCP flow's hot cache line (`flow::table`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DirSeq {
     /// Time (ns) of the segment that set `next`.
     high_ts: u64,
-    /// Time (ns) of this direction's last duplicate ACK.
-    dupack_ts: u64,
     /// Expected SEQ: highest SEQ + SEG.LEN seen.
     next: SeqNumber,
     /// Last ACK number sent (ACK-flagged segments only).
@@ -93,11 +95,12 @@ pub struct DirSeq {
     scale: i8,
 }
 
+const _: () = assert!(size_of::<DirSeq>() == 24);
+
 impl Default for DirSeq {
     fn default() -> Self {
         DirSeq {
             high_ts: 0,
-            dupack_ts: 0,
             next: SeqNumber(0),
             ack: SeqNumber(0),
             win: 0,
@@ -105,6 +108,42 @@ impl Default for DirSeq {
             flags: 0,
             scale: SCALE_UNKNOWN,
         }
+    }
+}
+
+/// What classification needs only for rare segments, kept out of
+/// [`DirSeq`] by the caller (the TCP tracker keeps it with its other
+/// rarely touched state). None of these is called for a segment at or
+/// above the expected SEQ that is not a duplicate ACK.
+pub trait SeqRare {
+    /// The out-of-order threshold (handshake RTT or
+    /// [`DEFAULT_OOO_THRESHOLD_NS`]); asked for segments below expected.
+    fn threshold_ns(&self) -> u64;
+    /// When the reverse direction sent its last duplicate ACK; asked only
+    /// when a fast retransmission is otherwise possible.
+    fn rev_dupack_ns(&self) -> u64;
+    /// This direction sent a duplicate ACK at `ts_ns`.
+    fn set_dupack_ns(&mut self, ts_ns: u64);
+}
+
+/// [`SeqRare`] over plain values, for code that keeps everything in one
+/// place (tests).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RareValues {
+    pub threshold_ns: u64,
+    pub rev_dupack_ns: u64,
+    pub dupack_ns: u64,
+}
+
+impl SeqRare for RareValues {
+    fn threshold_ns(&self) -> u64 {
+        self.threshold_ns
+    }
+    fn rev_dupack_ns(&self) -> u64 {
+        self.rev_dupack_ns
+    }
+    fn set_dupack_ns(&mut self, ts_ns: u64) {
+        self.dupack_ns = ts_ns;
     }
 }
 
@@ -181,10 +220,10 @@ impl DirSeq {
     }
 
     /// Classifies `seg` travelling in this direction and updates the state;
-    /// `rev` is the opposite direction, `threshold_ns` the out-of-order
-    /// threshold (handshake RTT or [`DEFAULT_OOO_THRESHOLD_NS`]).
+    /// `rev` is the opposite direction, `rare` what only rare segments
+    /// need (the out-of-order threshold, duplicate-ACK times).
     #[inline]
-    pub fn on_segment(&mut self, rev: &DirSeq, seg: &Segment, threshold_ns: u64) -> Outcome {
+    pub fn on_segment(&mut self, rev: &DirSeq, seg: &Segment, rare: &mut impl SeqRare) -> Outcome {
         let f = seg.flags;
         let syn = f.contains(TcpFlags::SYN);
         let fin = f.contains(TcpFlags::FIN);
@@ -220,25 +259,10 @@ impl DirSeq {
         let class = if keepalive {
             Class::KeepAlive
         } else if seg.data_len > 0 || syn || fin {
-            let below = known && seg.seq.before(self.next);
-            if below
-                && rev.dup_run >= 2
-                && seg.seq == rev.ack
-                && seg.ts_ns.saturating_sub(rev.dupack_ts) <= FAST_RETRANS_WINDOW_NS
-            {
-                Class::FastRetrans
-            } else if below
-                && seg.ts_ns.saturating_sub(self.high_ts) <= threshold_ns
-                && seg.seq.add(seg_len) != self.next
-            {
-                Class::OutOfOrder
-            } else if seg.data_len > 0
-                && rev.flags & ACK_KNOWN != 0
-                && seg.seq.add(seg.data_len).at_or_before(rev.ack)
-            {
+            if known && seg.seq.before(self.next) {
+                self.classify_below(rev, seg, seg_len, rare)
+            } else if spurious(rev, seg) {
                 Class::SpuriousRetrans
-            } else if below {
-                Class::Retrans
             } else {
                 Class::Normal
             }
@@ -255,7 +279,7 @@ impl DirSeq {
         if has_ack {
             if dup_ack {
                 self.dup_run = self.dup_run.saturating_add(1);
-                self.dupack_ts = seg.ts_ns;
+                rare.set_dupack_ns(seg.ts_ns);
             } else if self.flags & ACK_KNOWN == 0 || seg.ack != self.ack {
                 self.dup_run = 0;
             }
@@ -277,4 +301,41 @@ impl DirSeq {
             window_full,
         }
     }
+
+    /// Rules 1–4 for a segment with data or SYN/FIN whose SEQ is below
+    /// expected (a retransmission of some kind, or reordering): out of line,
+    /// as it is the only place that reads `rare` but for a duplicate ACK's
+    /// time.
+    #[cold]
+    #[inline(never)]
+    fn classify_below(
+        &self,
+        rev: &DirSeq,
+        seg: &Segment,
+        seg_len: u32,
+        rare: &impl SeqRare,
+    ) -> Class {
+        if rev.dup_run >= 2
+            && seg.seq == rev.ack
+            && seg.ts_ns.saturating_sub(rare.rev_dupack_ns()) <= FAST_RETRANS_WINDOW_NS
+        {
+            Class::FastRetrans
+        } else if seg.ts_ns.saturating_sub(self.high_ts) <= rare.threshold_ns()
+            && seg.seq.add(seg_len) != self.next
+        {
+            Class::OutOfOrder
+        } else if spurious(rev, seg) {
+            Class::SpuriousRetrans
+        } else {
+            Class::Retrans
+        }
+    }
+}
+
+/// Rule 3: data the reverse direction has already acknowledged.
+#[inline]
+fn spurious(rev: &DirSeq, seg: &Segment) -> bool {
+    seg.data_len > 0
+        && rev.flags & ACK_KNOWN != 0
+        && seg.seq.add(seg.data_len).at_or_before(rev.ack)
 }

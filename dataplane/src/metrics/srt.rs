@@ -2,7 +2,7 @@
 //! (`docs/spec/npm-metrics.md` §2): the request/response turn and the per-interval
 //! statistics a record exports.
 
-use crate::flow::record::Npm;
+use crate::record::Npm;
 use crate::time::ns_to_us;
 
 /// One request/response turn (TCP/TLS): the request is the *latest* client
@@ -31,6 +31,12 @@ impl Turn {
     pub fn request(&mut self, ts_ns: u64) {
         debug_assert!(ts_ns != NONE);
         self.req_ts = ts_ns;
+    }
+
+    /// A request is waiting for its response.
+    #[inline]
+    pub fn pending(&self) -> bool {
+        self.req_ts != NONE
     }
 
     /// A server packet carrying response data: `Δt_rr` in ns if it answers
@@ -108,7 +114,7 @@ impl SrtStats {
 #[cfg(test)]
 mod tests {
     use super::{SrtStats, Turn};
-    use crate::flow::record::Npm;
+    use crate::record::Npm;
 
     #[test]
     fn metrics_srt_turn_latest_request_first_response() {

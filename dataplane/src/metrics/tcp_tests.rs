@@ -3,9 +3,9 @@
 //! `tcp_srt_tests.rs`, receive-window events in `tcp_window_tests.rs`).
 
 use super::TcpTracker;
-use crate::flow::record::{Dir, DirStats, FlowRecord, Npm};
 use crate::metrics::testkit::{Seg, tcp_record};
 use crate::parse::TcpFlags;
+use crate::record::{Dir, DirStats, FlowRecord, Npm};
 
 const SYN: TcpFlags = TcpFlags::SYN;
 const ACK: TcpFlags = TcpFlags::ACK;

@@ -4,8 +4,8 @@
 //! trace it replays and a new header field means editing one place.
 
 use super::tcp::{TcpTracker, TsCtx};
-use crate::flow::record::{Dir, EndReason, FlowRecord};
 use crate::parse::{TcpFlags, TcpMeta, TcpOptions};
+use crate::record::{Dir, EndReason, FlowRecord};
 use crate::time::Timestamp;
 
 /// One segment, fed to a tracker with [`Seg::feed`].

@@ -57,7 +57,7 @@
 
 use super::histogram::Histogram;
 use super::sketch::{RttSketch, Summary};
-use crate::flow::record::{Dir, TsRttLeg, TsRttRecord};
+use crate::record::{Dir, TsRttLeg, TsRttRecord};
 use crate::time::Timestamp;
 
 /// TSvals a direction remembers while they wait for their echo.

@@ -4,10 +4,10 @@
 //! of endpoints checked against a brute-force reference.
 
 use super::*;
-use crate::flow::record::FlowRecord;
 use crate::metrics::tcp::{TcpTracker, TsCtx};
 use crate::metrics::testkit::{Seg, tcp_record};
 use crate::parse::TcpFlags;
+use crate::record::FlowRecord;
 use std::collections::BTreeMap;
 
 const SYN: TcpFlags = TcpFlags::SYN;

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::flow::record::{DirStats, FlowRecord, TsRttLeg};
+use crate::record::{DirStats, FlowRecord, TsRttLeg};
 
 const DIR_COLS: &str = "packets,bytes,retrans,retrans_fast,retrans_spurious,retrans_other,ooo,keepalive,dup_ack,zero_window,window_full";
 
@@ -216,7 +216,7 @@ pub(super) fn row(buf: &mut String, r: &FlowRecord) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::record::EndReason;
+    use crate::record::EndReason;
 
     #[test]
     fn every_row_has_the_header_columns() {

@@ -1,7 +1,7 @@
 //! JSON lines: the probe's record schema.
 //!
 //! Durations are microseconds; absent measurements are `null`, never a fake
-//! 0 (see `flow::record::Npm`).
+//! 0 (see `record::Npm`).
 
 use std::net::IpAddr;
 
@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::json_l7::{self, JsonL7};
 use super::json_text::{addr, string};
-use crate::flow::record::{DirStats, EndReason, FlowRecord, TsRttLeg};
+use crate::record::{DirStats, EndReason, FlowRecord, TsRttLeg};
 
 /// The serialised shape of one record (borrowing, no copies of the record).
 #[derive(Serialize)]
@@ -251,7 +251,7 @@ fn leg(buf: &mut Vec<u8>, n: &mut itoa::Buffer, l: Option<&TsRttLeg>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::record::Npm;
+    use crate::record::Npm;
     use crate::time::Timestamp;
     use std::net::Ipv6Addr;
 
@@ -306,7 +306,7 @@ mod tests {
             "no process key from packets alone"
         );
         let mut with = rec.clone();
-        with.process = Some(crate::flow::record::Process::new(
+        with.process = Some(crate::record::Process::new(
             4242,
             "curl-with-a-long-name",
             10_250,
@@ -368,7 +368,7 @@ mod tests {
         assert_eq!(v["ts_rtt_client"]["p50_us"], serde_json::Value::Null);
     }
 
-    use crate::flow::record::{Process, TsRttLeg, TsRttRecord};
+    use crate::record::{Process, TsRttLeg, TsRttRecord};
     use std::net::Ipv4Addr;
 
     /// Both families, with the IPv6 text forms that compress or embed IPv4.

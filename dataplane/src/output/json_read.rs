@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use serde_json::Value;
 
-use crate::flow::record::{DirStats, EndReason, FlowRecord, Npm, Process, TsRttLeg, TsRttRecord};
+use crate::record::{DirStats, EndReason, FlowRecord, Npm, Process, TsRttLeg, TsRttRecord};
 use crate::time::Timestamp;
 use xdprobe_l7::fields::{DnsInfo, HttpInfo, QuicInfo, SrtSummary, Str, TlsInfo};
 use xdprobe_l7::{App, L7Fields};

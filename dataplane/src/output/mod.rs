@@ -12,7 +12,7 @@ mod table;
 
 use std::io::{self, Write};
 
-use crate::flow::record::FlowRecord;
+use crate::record::FlowRecord;
 
 pub use json::JsonRecord;
 pub use json_l7::{JsonL7, hex_bytes, hex_code};

@@ -8,7 +8,7 @@
 use std::fmt::Write;
 
 use super::opt;
-use crate::flow::record::FlowRecord;
+use crate::record::FlowRecord;
 
 /// Rows held before the widths are fixed for them: bounds the memory a
 /// long capture's table takes, and how long a row waits for output when
@@ -158,7 +158,7 @@ fn cells(r: &FlowRecord) -> [String; N] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::record::EndReason;
+    use crate::record::EndReason;
 
     fn record(client: &str, server: &str) -> FlowRecord {
         FlowRecord {

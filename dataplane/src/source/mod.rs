@@ -5,8 +5,10 @@
 
 #[cfg(feature = "afxdp")]
 pub mod afxdp;
+mod capture;
 mod frame;
 pub mod pcap;
 pub mod reorder;
 
+pub use capture::Capture;
 pub use frame::Frame;

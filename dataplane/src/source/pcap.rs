@@ -34,7 +34,6 @@
 //!   the previous packet's time is the closest lower bound we have.
 
 mod classic;
-mod input;
 mod pcapng;
 mod stream;
 
@@ -53,7 +52,6 @@ use std::path::{Path, PathBuf};
 
 use super::Frame;
 
-pub use input::Capture;
 pub use stream::{STREAM_MAX_BLOCK, StreamReader};
 
 /// Largest captured length accepted in one record: 256 KiB, libpcap's and

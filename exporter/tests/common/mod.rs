@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use ipfix::{IpfixConsumer, IpfixPrinter};
 use serde_json::Value;
 
-use xdprobe_dataplane::flow::record::{DirStats, Npm, TsRttLeg, TsRttRecord};
 use xdprobe_dataplane::l7::fields::{DnsInfo, HttpInfo, QuicInfo, SrtSummary, TlsInfo};
 use xdprobe_dataplane::l7::{App, L7Fields};
+use xdprobe_dataplane::record::{DirStats, Npm, TsRttLeg, TsRttRecord};
 use xdprobe_dataplane::{EndReason, FlowRecord, Timestamp};
 use xdprobe_exporter::{ExportStats, Exporter, ExporterConfig};
 

@@ -1,35 +1,61 @@
-//! What the flow table stores per flow: a compact entry every flow has
-//! (key, times, counters, list links), and the state only TCP flows need
-//! in a column beside it (`mem::Column`), found through the entry. A UDP or
-//! ICMP flow costs the entry alone; a DNS flow adds its 40-byte tracker
-//! from a column of its own.
+//! What the flow table stores per flow, by how often a packet needs it.
+//!
+//! - **Hot**: everything an ordinary packet of an established flow reads
+//!   or writes. Every flow has a [`Head`], one 64-byte line: the compact
+//!   key that confirms a candidate, the last packet time, the counters,
+//!   the liveness, role and FIN bits, list membership. A TCP flow's hot
+//!   entry ([`Hot2`]) is two adjacent lines, 128-byte aligned: the head and
+//!   the TCP tracker's per-segment state ([`TcpHot`]: both directions'
+//!   sequence state, the pending request, the TCP flags).
+//! - **Cold**: what only some packets touch, in arrays beside the hot ones,
+//!   at the same index: [`Cold`] (first packet time, the expiry lists'
+//!   times and links, the interval number, the L7 handle) for every flow,
+//!   and for a TCP flow [`TcpColdEntry`] (that, the close deadline and
+//!   link, and the tracker's [`TcpCold`]: handshake, event counters, SRT,
+//!   TLS). A DNS flow's tracker and an IPv6 flow's addresses are in
+//!   columns of their own (`mem::Column`), reached from the head.
 
-use super::super::key::{FlowKey, Side};
-use super::super::lru::{LISTS, Link, Linked, ListId, ON_MASK};
-use super::super::mem::Column;
-use super::super::record::Dir;
-use crate::metrics::dns::DnsTracker;
-use crate::metrics::tcp::TcpTracker;
+use super::super::key::CompactKey;
+use super::super::key::Side;
+use super::super::lru::{Link, ListId, bit};
+use crate::metrics::tcp::{TcpCold, TcpHot};
+use crate::record::Dir;
 use crate::time::Timestamp;
+use xdprobe_l7::Slot;
 
 /// Per-direction counters kept in a flow (the rest of `DirStats` comes from
-/// the metric trackers and the TCP state at export).
+/// the metric trackers at export).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Counters {
     pub packets: u64,
     pub bytes: u64,
 }
 
-/// Which side column, if any, holds a flow's transport state.
+/// Where a packet falls in its flow's interval, for the first packet time
+/// (kept cold).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Arrival {
+    /// The interval's first packet: it sets the first time.
+    First,
+    /// At or after the last packet: the first time stays.
+    InOrder,
+    /// Before the last packet (time going backwards): the first time may
+    /// move back.
+    Early,
+}
+
+/// Which transport state a flow has besides its head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub(super) enum Kind {
     None,
+    /// In the TCP slab ([`Hot2`], [`TcpColdEntry`]).
     Tcp,
+    /// A DNS tracker in the DNS column, at `Head::side`.
     Dns,
 }
 
-// `Flow::bits`.
+// `Head::bits`.
 const LIVE: u8 = 1;
 const CLIENT_HI: u8 = 1 << 1;
 const GUESSED: u8 = 1 << 2;
@@ -37,42 +63,62 @@ const FIN_C2S: u8 = 1 << 3;
 /// A TCP flow without metrics: begun by a packet without a TCP header (a
 /// non-first fragment), as the tracker is chosen from the first packet.
 const NO_NPM: u8 = 1 << 5;
-/// The L7 parsers need no more of this flow's payloads (`flow::l7col`):
-/// later packets leave the L7 column alone.
-const L7_DONE: u8 = 1 << 6;
+/// The flow's payloads still go to the L7 parsers (`table::l7`): set when
+/// the flow is created with L7 on, cleared once the parsers need no more.
+/// Without it a packet touches no L7 state.
+const L7_INSPECT: u8 = 1 << 6;
 
-/// One flow's entry in the slab: 136 bytes, `repr(C)` with what every
-/// packet reads first (the key to confirm a candidate, the liveness and
-/// role bits, where the side state is) and the first packet time in the
-/// first 64 bytes, the rest of the per-packet times and counters in the
-/// next 56, and the list links (touched when a flow is queued or ends)
-/// last.
-#[derive(Clone, Debug)]
+/// The first (for most flows the only) hot line of a flow: 64 bytes,
+/// everything a packet reads or writes but a TCP segment's tracker state.
+#[derive(Clone, Copy, Debug)]
 #[repr(C)]
-pub(super) struct Flow {
-    pub key: FlowKey,
+pub(super) struct Head {
+    pub key: CompactKey,
+    /// Last packet of the current interval.
+    pub last: Timestamp,
+    pub dirs: [Counters; 2],
     /// `LIVE` (false once the flow ended and its slot is free: a stale
     /// candidate from `prepare` must not match it), `CLIENT_HI`, `GUESSED`,
-    /// `FIN_C2S` << dir, `NO_NPM`, `L7_DONE`.
+    /// `FIN_C2S` << dir, `NO_NPM`, `L7_INSPECT`.
     bits: u8,
     /// Which lists the flow is on (`lru::bit`); on the closing list means
     /// closing (FIN both ways or RST seen).
     pub on: u8,
-    pub tos: u8,
     pub kind: Kind,
-    pub seq_in_flow: u32,
-    /// Slot in the TCP or DNS column, by `kind`.
+    pub tos: u8,
+    /// Slot in the DNS column (`Kind::Dns`).
     pub side: u32,
-    /// Where this flow's index slot was when it was inserted, in index
-    /// slots from the table's `hint_base` (`NO_HINT` if too far): only
-    /// ever prefetched (a stale address after the index rehashed costs a
-    /// useless prefetch, never a wrong read), so evicting the flow does
-    /// not wait for the index (see `expiry::warm_next_victims`).
-    pub index_hint: i32,
-    /// First and last packet of the current interval.
+}
+
+pub(super) const HEAD_BYTES: usize = 64;
+const _: () = assert!(size_of::<Head>() == HEAD_BYTES);
+
+/// A flow without TCP state in the hot slab: its head alone, one line.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+pub(super) struct Hot1 {
+    pub head: Head,
+}
+
+/// A TCP flow's hot entry: two adjacent lines (one 128-byte block, which
+/// the CPU's adjacent-line prefetch fetches together).
+#[derive(Clone, Debug)]
+#[repr(C, align(128))]
+pub(super) struct Hot2 {
+    pub head: Head,
+    pub tcp: TcpHot,
+}
+
+const _: () = assert!(size_of::<Hot1>() == 64 && size_of::<Hot2>() == 128);
+
+/// What every flow keeps apart from its hot line (56 bytes): read when the
+/// flow is queued, expires or is reported, and by a packet only when it
+/// starts an interval or arrives out of time order.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub(super) struct Cold {
+    /// First packet of the current interval.
     pub first: Timestamp,
-    pub last: Timestamp,
-    pub dirs: [Counters; 2],
     /// When the flow was (re)queued at the LRU tail. The LRU list is ordered
     /// by this, not by `last`: packets do not move a flow in the list (that
     /// would write two random neighbours per packet); expiry requeues a flow
@@ -80,19 +126,61 @@ pub(super) struct Flow {
     pub lru_at: Timestamp,
     /// Start of the current interval for the active timeout.
     pub anchor: Timestamp,
-    /// On the LRU and active lists (the closing list's links are in
-    /// [`TcpState`]).
+    /// On the LRU and active lists (a TCP flow's closing list link is in
+    /// [`TcpColdEntry`]).
     pub links: [Link; 2],
+    pub seq_in_flow: u32,
+    /// The flow's handle into the L7 parsers (TLS, QUIC, HTTP, DNS
+    /// fields; all zero until a payload is shown to them). Here, cold,
+    /// so that application-layer state costs a packet that is not
+    /// inspected nothing: only packets whose head says `l7_inspect`, and
+    /// records, reach it (`table::l7`).
+    pub l7: Slot,
 }
 
-/// The entry's size, which `memory_per_flow` reports and the docs state.
-pub(super) const FLOW_BYTES: usize = 136;
-const _: () = assert!(size_of::<Flow>() == FLOW_BYTES);
+pub(super) const COLD_BYTES: usize = 56;
+const _: () = assert!(size_of::<Cold>() == COLD_BYTES);
 
-pub(super) const NO_HINT: i32 = i32::MIN;
+/// A TCP flow's cold entry: the common part, the closing list's place, and
+/// the tracker's cold part.
+#[derive(Clone, Debug)]
+#[repr(C)]
+pub(super) struct TcpColdEntry {
+    pub cold: Cold,
+    pub close_deadline: Timestamp,
+    pub closing: Link,
+    pub tcp: TcpCold,
+}
 
-impl Flow {
-    pub fn new(key: FlowKey, client: Side, guessed: bool, tos: u8, ts: Timestamp) -> Flow {
+pub(super) const TCP_COLD_ENTRY_BYTES: usize = 240;
+const _: () = assert!(size_of::<TcpColdEntry>() == TCP_COLD_ENTRY_BYTES);
+
+impl Cold {
+    pub fn new(ts: Timestamp, now: Timestamp) -> Cold {
+        Cold {
+            first: ts,
+            lru_at: now,
+            anchor: now,
+            links: [Link::default(); 2],
+            seq_in_flow: 0,
+            l7: Slot::default(),
+        }
+    }
+}
+
+impl TcpColdEntry {
+    pub fn new(cold: Cold) -> TcpColdEntry {
+        TcpColdEntry {
+            cold,
+            close_deadline: Timestamp::ZERO,
+            closing: Link::default(),
+            tcp: TcpCold::default(),
+        }
+    }
+}
+
+impl Head {
+    pub fn new(key: CompactKey, client: Side, guessed: bool, tos: u8, ts: Timestamp) -> Head {
         let mut bits = LIVE;
         if client == Side::Hi {
             bits |= CLIENT_HI;
@@ -100,21 +188,15 @@ impl Flow {
         if guessed {
             bits |= GUESSED;
         }
-        Flow {
+        Head {
             key,
-            bits,
-            on: 0,
-            tos,
-            kind: Kind::None,
-            seq_in_flow: 0,
-            side: 0,
-            index_hint: NO_HINT,
-            first: ts,
             last: ts,
             dirs: [Counters::default(); 2],
-            lru_at: ts,
-            anchor: ts,
-            links: [Link::default(); 2],
+            bits,
+            on: 0,
+            kind: Kind::None,
+            tos,
+            side: 0,
         }
     }
 
@@ -148,14 +230,19 @@ impl Flow {
         self.bits |= NO_NPM;
     }
 
-    /// No more payload for the L7 parsers.
+    /// The flow's payloads still go to the L7 parsers.
     #[inline]
-    pub fn l7_done(&self) -> bool {
-        self.bits & L7_DONE != 0
+    pub fn l7_inspect(&self) -> bool {
+        self.bits & L7_INSPECT != 0
     }
 
-    pub fn set_l7_done(&mut self) {
-        self.bits |= L7_DONE;
+    pub fn set_l7_inspect(&mut self) {
+        self.bits |= L7_INSPECT;
+    }
+
+    /// The L7 parsers need no more of this flow.
+    pub fn clear_l7_inspect(&mut self) {
+        self.bits &= !L7_INSPECT;
     }
 
     pub fn guessed(&self) -> bool {
@@ -185,71 +272,31 @@ impl Flow {
     /// FIN both ways or RST seen: lingering on the closing list.
     #[inline]
     pub fn closing(&self) -> bool {
-        self.on & super::super::lru::bit(ListId::Closing) != 0
+        self.on & bit(ListId::Closing) != 0
     }
 
+    /// Counts a packet of `bytes` sent from `side` at `ts`: its direction,
+    /// and whether the first packet time (cold) needs a look.
+    #[inline]
+    pub fn account(&mut self, side: Side, bytes: u32, ts: Timestamp) -> (Dir, Arrival) {
+        let dir = self.dir_of(side);
+        let when = if self.packets() == 0 {
+            self.last = ts;
+            Arrival::First
+        } else if ts >= self.last {
+            self.last = ts;
+            Arrival::InOrder
+        } else {
+            Arrival::Early
+        };
+        let c = &mut self.dirs[dir.index()];
+        c.packets += 1;
+        c.bytes += u64::from(bytes);
+        (dir, when)
+    }
+
+    #[inline]
     pub fn packets(&self) -> u64 {
         self.dirs[0].packets + self.dirs[1].packets
-    }
-}
-
-/// What only TCP flows need: the tracker (which also keeps the
-/// per-direction TCP flags) and the closing list's place, 240 bytes.
-/// Reached from the entry's `side` slot.
-#[derive(Clone, Debug, Default)]
-#[repr(C)]
-pub(super) struct TcpState {
-    pub tracker: TcpTracker,
-    pub close_deadline: Timestamp,
-    pub closing: Link,
-}
-
-pub(super) const TCP_STATE_BYTES: usize = 240;
-const _: () = assert!(size_of::<TcpState>() == TCP_STATE_BYTES);
-
-/// The flow entries with the side columns they index.
-pub(super) struct Slab {
-    pub flows: Vec<Flow>,
-    pub tcp: Column<TcpState>,
-    pub dns: Column<DnsTracker>,
-}
-
-impl Slab {
-    /// When closing flow `i` ends (only TCP flows close; a flow without
-    /// TCP state, which cannot be on the closing list, would end at once).
-    #[inline]
-    pub fn close_deadline(&self, i: u32) -> Timestamp {
-        let f = &self.flows[i as usize];
-        debug_assert_eq!(f.kind, Kind::Tcp);
-        match f.kind {
-            Kind::Tcp => self
-                .tcp
-                .get(f.side)
-                .map_or(Timestamp::ZERO, |t| t.close_deadline),
-            _ => Timestamp::ZERO,
-        }
-    }
-}
-
-const _: () = assert!(LISTS <= 8 && ON_MASK == 0b111);
-
-impl Linked for Slab {
-    #[inline]
-    fn link(&mut self, l: ListId, idx: u32) -> &mut Link {
-        if l == ListId::Closing {
-            // Only TCP flows close (`FlowTable::process_prepared`).
-            let side = self.flows[idx as usize].side;
-            return &mut self
-                .tcp
-                .get_mut(side)
-                .expect("a closing flow has TCP state")
-                .closing;
-        }
-        &mut self.flows[idx as usize].links[l as usize]
-    }
-
-    #[inline]
-    fn on(&mut self, idx: u32) -> &mut u8 {
-        &mut self.flows[idx as usize].on
     }
 }

@@ -2,74 +2,67 @@
 //! deadline, eviction when full, timeouts changed at run time, flush.
 //! Everything runs on packet time (`FlowTable::now`), never the clock.
 
-use super::entry::{Kind, NO_HINT, TcpState};
-use super::{Flow, FlowConfig, FlowTable, IndexSlot, dur_ns};
+use super::{FlowConfig, FlowTable, dur_ns};
 use crate::flow::lru::ListId;
-use crate::flow::record::{EndReason, FlowRecord};
+use crate::record::{EndReason, FlowRecord};
 use crate::time::Timestamp;
-use std::hash::BuildHasher;
 
 impl FlowTable {
     /// Runs every expiry whose time has come at `self.now`.
     pub(super) fn expire(&mut self, out: &mut impl FnMut(FlowRecord)) {
         let now = self.now;
         while let Some(i) = self.lists.head(ListId::Closing) {
-            if self.slab.close_deadline(i) > now {
+            if self.slabs.close_deadline(i) > now {
                 break;
             }
             self.end(i, EndReason::End, out);
         }
         while let Some(i) = self.lists.head(ListId::Lru) {
-            let f = &mut self.slab.flows[i as usize];
-            if now.nanos_since(f.lru_at) < self.cfg_idle_ns {
+            if now.nanos_since(self.slabs.cold(i).lru_at) < self.cfg_idle_ns {
                 break;
             }
-            if now.nanos_since(f.last) >= self.cfg_idle_ns {
+            if now.nanos_since(self.slabs.head_ref(i).last) >= self.cfg_idle_ns {
                 self.end(i, EndReason::Idle, out);
             } else {
                 // Seen since it was queued: check again an idle period on.
                 // So a record leaves between 1× and 2× the idle timeout
                 // after its last packet; where a flow ends is exact (see
                 // `process`).
-                f.lru_at = now;
-                self.lists.move_to_back(&mut self.slab, ListId::Lru, i);
+                self.slabs.cold_mut(i).lru_at = now;
+                self.lists.move_to_back(&mut self.slabs, ListId::Lru, i);
             }
         }
         while let Some(i) = self.lists.head(ListId::Active) {
-            let f = &self.slab.flows[i as usize];
-            if now.nanos_since(f.anchor) < self.cfg_active_ns {
+            if now.nanos_since(self.slabs.cold(i).anchor) < self.cfg_active_ns {
                 break;
             }
-            if f.packets() > 0 {
+            if self.slabs.head_ref(i).packets() > 0 {
                 self.stats.records += 1;
                 out(self.interim_record(i, EndReason::Active));
             }
             self.reset_interval(i);
-            self.slab.flows[i as usize].anchor = now;
-            self.lists.move_to_back(&mut self.slab, ListId::Active, i);
+            self.slabs.cold_mut(i).anchor = now;
+            self.lists.move_to_back(&mut self.slabs, ListId::Active, i);
         }
         self.next_deadline = self.earliest_deadline();
+        self.warm_heads();
     }
 
     /// The earliest time any list head is due (exact after `expire`).
     pub(super) fn earliest_deadline(&self) -> Timestamp {
-        let slab = &self.slab.flows;
-        let at = |l: ListId, due: &dyn Fn(&Flow) -> Timestamp| {
-            self.lists
-                .head(l)
-                .map_or(Timestamp(u64::MAX), |i| due(&slab[i as usize]))
-        };
-        let idle = self.cfg_idle_ns;
-        let active = self.cfg_active_ns;
+        let never = Timestamp(u64::MAX);
+        let (idle, active) = (self.cfg_idle_ns, self.cfg_active_ns);
         let closing = self
             .lists
             .head(ListId::Closing)
-            .map_or(Timestamp(u64::MAX), |i| self.slab.close_deadline(i));
-        closing
-            .min(at(ListId::Lru, &|f| f.lru_at.saturating_add_nanos(idle)))
-            .min(at(ListId::Active, &|f| {
-                f.anchor.saturating_add_nanos(active)
-            }))
+            .map_or(never, |i| self.slabs.close_deadline(i));
+        let lru = self.lists.head(ListId::Lru).map_or(never, |i| {
+            self.slabs.cold(i).lru_at.saturating_add_nanos(idle)
+        });
+        let act = self.lists.head(ListId::Active).map_or(never, |i| {
+            self.slabs.cold(i).anchor.saturating_add_nanos(active)
+        });
+        closing.min(lru).min(act)
     }
 
     /// Makes room for one flow: ends the least recently seen one, as far as
@@ -82,52 +75,21 @@ impl FlowTable {
             let Some(i) = self.lists.head(ListId::Lru) else {
                 return;
             };
-            let f = &mut self.slab.flows[i as usize];
-            if f.last <= f.lru_at {
+            if self.slabs.head_ref(i).last <= self.slabs.cold(i).lru_at {
                 break;
             }
-            f.lru_at = now;
-            self.lists.move_to_back(&mut self.slab, ListId::Lru, i);
+            self.slabs.cold_mut(i).lru_at = now;
+            self.lists.move_to_back(&mut self.slabs, ListId::Lru, i);
         }
         if let Some(i) = self.lists.head(ListId::Lru) {
             self.stats.evicted += 1;
             self.end(i, EndReason::Evicted, out);
         }
-        self.warm_next_victims();
-    }
-
-    /// A full table under a stream of new flows (a SYN flood) evicts once
-    /// per packet, always at the LRU head: the coldest entry in the table,
-    /// whose slab entry and index slot would each cost a memory round trip
-    /// on the critical path. So each eviction prepares the next ones: the
-    /// entry after the new head is prefetched (the head itself was, by the
-    /// eviction before), and so are the head's TCP state, its index slot
-    /// (from the address it was inserted at) and the index control bytes
-    /// its removal will probe (from its hash, `index::IndexLayout`).
-    fn warm_next_victims(&self) {
-        let Some(head) = self.lists.head(ListId::Lru) else {
-            return;
-        };
-        let Some(f) = self.slab.flows.get(head as usize) else {
-            return;
-        };
-        let next = f.links[ListId::Lru as usize].next;
-        if let Some(n) = self.slab.flows.get(next as usize) {
-            super::prefetch(n, std::mem::size_of::<Flow>());
-        }
-        // The head's entry is in cache by now: its TCP state, which its
-        // record reads, can be on its way too.
-        if f.kind == Kind::Tcp
-            && let Some(t) = self.slab.tcp.get(f.side)
-        {
-            super::prefetch(t, std::mem::size_of::<TcpState>());
-        }
-        // Its removal probes the index from the group its hash points at:
-        // control bytes of the coldest flow, never in cache either.
-        self.layout.prefetch_group(self.hasher.hash_one(f.key));
-        if f.index_hint != NO_HINT {
-            let off = f.index_hint as isize * size_of::<IndexSlot>() as isize;
-            super::prefetch(self.hint_base.wrapping_add_signed(off) as *const u8, 1);
+        // A full table under a stream of new flows (a SYN flood) evicts
+        // once per packet, always at the LRU head, the coldest flow in the
+        // table: the next victims' lines are fetched a flow or two ahead.
+        if let Some(h) = self.lists.head(ListId::Lru) {
+            self.warm_lru_run(h);
         }
     }
 
@@ -156,6 +118,7 @@ impl FlowTable {
     /// Ends every flow (end of input, shutdown), oldest first.
     pub fn flush(&mut self, out: &mut impl FnMut(FlowRecord)) {
         while let Some(i) = self.lists.head(ListId::Lru) {
+            self.warm_lru_run(i);
             self.end(i, EndReason::Forced, out);
         }
     }

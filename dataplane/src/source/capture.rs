@@ -13,8 +13,9 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use super::{CaptureFormat, Frame, PcapError, PcapReader, SharedMap, StreamReader};
-use crate::source::reorder::{ReorderStats, TimeOrdered};
+use super::Frame;
+use super::pcap::{CaptureFormat, PcapError, PcapReader, SharedMap, StreamReader};
+use super::reorder::{ReorderStats, TimeOrdered};
 
 /// An open capture of either kind, read the same way.
 pub enum Capture {

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 #[test]
 fn a_namespace_scoped_probe_reports_a_flow_when_it_closes() {
-    if !require_root("a_namespace_scoped_probe_reports_a_flow_when_it_closes") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();

@@ -112,7 +112,7 @@ fn a_trail_file_that_is_not_there_or_not_trails_is_exit_2() {
 
 #[test]
 fn a_second_stack_agent_is_warned_of_by_pid() {
-    if !require_root("a_second_stack_agent_is_warned_of_by_pid") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -132,7 +132,7 @@ fn a_second_stack_agent_is_warned_of_by_pid() {
 
 #[test]
 fn a_user_who_may_not_read_tracefs_is_told_so() {
-    if !require_root("a_user_who_may_not_read_tracefs_is_told_so") {
+    if !require_root!() {
         return;
     }
     // tracefs mounted (as root, the tools mount it), root's only.
@@ -212,7 +212,7 @@ fn connlat_output(pair: &Pair, port: u16, args: &[&str]) -> String {
 
 #[test]
 fn connlat_honours_timestamp_in_json_and_fills_result() {
-    if !require_root("connlat_honours_timestamp_in_json_and_fills_result") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();

@@ -101,7 +101,7 @@ const CHUNK: usize = 1 << 16;
 
 #[test]
 fn bulk_flow_percentiles_match_the_exact_ones_of_every_sample() {
-    if !require_root("bulk_flow_percentiles_match_the_exact_ones_of_every_sample") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -233,7 +233,7 @@ fn check_bulk_report(r: &Value, raw: &[(u64, Vec<(String, u64)>)], slowest_ns: u
 /// that comes back every few ms: a spike of µs and a spread of ms.
 #[test]
 fn two_mode_flow_percentiles_match_the_exact_ones_of_every_sample() {
-    if !require_root("two_mode_flow_percentiles_match_the_exact_ones_of_every_sample") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();

@@ -197,7 +197,7 @@ fn stat(stderr: &str, key: &str) -> u64 {
 
 #[test]
 fn a_send_entered_before_a_window_never_pairs_with_a_return_inside_it() {
-    if !require_root("a_send_entered_before_a_window_never_pairs_with_a_return_inside_it") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -334,7 +334,7 @@ fn hold_run(pair: &Pair, port: u16, hold: &str) -> (Value, Vec<(u64, u64, bool)>
 
 #[test]
 fn every_byte_slower_than_the_hold_is_counted_and_a_longer_hold_times_it() {
-    if !require_root("every_byte_slower_than_the_hold_is_counted_and_a_longer_hold_times_it") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -395,7 +395,7 @@ fn every_byte_slower_than_the_hold_is_counted_and_a_longer_hold_times_it() {
 
 #[test]
 fn window_phase_is_random_so_periodic_traffic_is_sampled_at_the_window_share() {
-    if !require_root("window_phase_is_random_so_periodic_traffic_is_sampled_at_the_window_share") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();

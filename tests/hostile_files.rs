@@ -49,7 +49,7 @@ fn plant_as_nobody(target: &Path, link: &Path) {
 
 #[test]
 fn symlinks_planted_by_nobody_are_not_followed() {
-    if !require_root("symlinks_planted_by_nobody_are_not_followed")
+    if !require_root!()
         || !require(
             common::have("setpriv"),
             "setpriv (util-linux) to act as user nobody",
@@ -118,7 +118,7 @@ fn symlinks_planted_by_nobody_are_not_followed() {
 
 #[test]
 fn a_config_others_can_change_is_refused_as_root() {
-    if !require_root("a_config_others_can_change_is_refused_as_root") {
+    if !require_root!() {
         return;
     }
     let d = TempDir::new("strict");
@@ -236,7 +236,7 @@ fn field(text: &str, after: &str) -> u64 {
 
 #[test]
 fn a_file_export_on_a_full_disk_keeps_whole_messages_and_fails_the_run() {
-    if !require_root("a_file_export_on_a_full_disk_keeps_whole_messages_and_fails_the_run") {
+    if !require_root!() {
         return;
     }
     let d = TempDir::new("fulldisk");
@@ -318,7 +318,7 @@ fn record(i: u32) -> xdprobe_dataplane::FlowRecord {
 /// was lost while it ran.
 #[test]
 fn a_running_export_survives_a_full_disk_and_counts_it_on_the_metrics() {
-    if !require_root("a_running_export_survives_a_full_disk_and_counts_it_on_the_metrics") {
+    if !require_root!() {
         return;
     }
     use xdprobe_exporter::{CollectorSpec, Exporter, ExporterConfig};

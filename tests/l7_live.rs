@@ -137,7 +137,7 @@ fn count(recs: &[Value], f: impl Fn(&Value) -> bool) -> usize {
 
 #[test]
 fn l7_live_equals_offline_and_tshark() {
-    if !require_root("l7_live_equals_offline_and_tshark") || !tools() {
+    if !require_root!() || !tools() {
         return;
     }
     let dir = TempDir::new("l7live");

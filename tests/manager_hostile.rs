@@ -202,7 +202,7 @@ fn attacks_as_a(rig: &Rig) {
 
 #[test]
 fn impersonation_and_forged_events_need_the_agents_own_key() {
-    if !require_root("impersonation_and_forged_events_need_the_agents_own_key") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -285,7 +285,7 @@ fn impersonation_and_forged_events_need_the_agents_own_key() {
 
 #[test]
 fn a_hello_cannot_point_the_clock_probes_elsewhere() {
-    if !require_root("a_hello_cannot_point_the_clock_probes_elsewhere") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -322,7 +322,7 @@ fn a_hello_cannot_point_the_clock_probes_elsewhere() {
 
 #[test]
 fn idle_sockets_and_bad_stats_cannot_lock_an_agent_out() {
-    if !require_root("idle_sockets_and_bad_stats_cannot_lock_an_agent_out") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();
@@ -396,7 +396,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn a_thousand_hostile_connections_cost_bounded_memory_given_back() {
-    if !require_root("a_thousand_hostile_connections_cost_bounded_memory_given_back") {
+    if !require_root!() {
         return;
     }
     let _serial = host_support::serial();

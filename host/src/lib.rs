@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod hooks;
 pub mod kernel;
 pub mod object;
+pub mod poll;
 pub mod scope;
 pub mod stack;
 pub mod sync;

@@ -122,7 +122,7 @@ pub fn run(a: ConnlatArgs) -> anyhow::Result<ExitCode> {
             probe.expire(monotonic_ns());
             last_expiry = Instant::now();
         }
-        wait_readable(probe.fd(), 50);
+        xdprobe_host::poll::wait_readable(probe.fd(), Duration::from_millis(50));
     }
     // What arrived after the last poll, written as every other line.
     probe.drain(|c| {
@@ -179,14 +179,4 @@ fn write_connection(
         c.latency.as_secs_f64() * 1e3,
         outcome(c)
     )
-}
-
-fn wait_readable(fd: std::os::fd::RawFd, timeout_ms: i32) {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll(2) on one valid pollfd; EINTR and timeouts are fine.
-    unsafe { libc::poll(&mut p, 1, timeout_ms) };
 }

@@ -184,7 +184,7 @@ impl Agent {
     /// Waits at most `wait` for events (a signal ends the wait early).
     pub fn wait(&self, wait: Duration) {
         // Round up: a 0 ms poll spins until the next transition.
-        wait_readable(self.probe.fd(), wait.as_micros().div_ceil(1000) as i32);
+        crate::poll::wait_readable(self.probe.fd(), wait);
     }
 
     /// Windows opened (0 without time sampling) and how long the layer
@@ -293,14 +293,4 @@ impl Horizon {
             now
         }
     }
-}
-
-fn wait_readable(fd: std::os::fd::RawFd, timeout_ms: i32) {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll(2) on one valid pollfd; EINTR and timeouts are fine.
-    unsafe { libc::poll(&mut p, 1, timeout_ms) };
 }

@@ -164,21 +164,10 @@ impl Prober {
                 return None;
             }
             if waited >= cfg.spin {
-                wait_readable(s, cfg.timeout - waited);
+                crate::poll::wait_readable(s.as_raw_fd(), cfg.timeout - waited);
             } else {
                 std::hint::spin_loop();
             }
         }
     }
-}
-
-fn wait_readable(s: &UdpSocket, d: Duration) {
-    let mut p = libc::pollfd {
-        fd: s.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = i32::try_from(d.as_millis().max(1)).unwrap_or(i32::MAX);
-    // SAFETY: poll(2) on one valid pollfd with a bounded timeout.
-    unsafe { libc::poll(&mut p, 1, ms) };
 }

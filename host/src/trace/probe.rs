@@ -431,7 +431,7 @@ pub fn run(
             last_gc = Instant::now();
         }
         if n == 0 {
-            wait_readable(probe.fd(), 50);
+            crate::poll::wait_readable(probe.fd(), Duration::from_millis(50));
         }
     }
     st.kernel = probe.counters();
@@ -441,14 +441,4 @@ pub fn run(
         out(t);
     });
     st
-}
-
-fn wait_readable(fd: RawFd, timeout_ms: i32) {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll(2) on one valid pollfd; EINTR and timeouts are fine.
-    unsafe { libc::poll(&mut p, 1, timeout_ms) };
 }

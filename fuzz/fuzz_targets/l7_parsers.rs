@@ -83,6 +83,7 @@ fn engine(mut data: &[u8]) {
             Transport::Tcp {
                 seq: seq[f],
                 expected,
+                syn: *t1 & 1 != 0,
             }
         };
         let seg = Segment {

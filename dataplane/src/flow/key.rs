@@ -126,6 +126,12 @@ impl CompactKey {
         (self.addrs, self.rest)
     }
 
+    /// The ports, lower endpoint first.
+    #[inline]
+    pub fn ports(&self) -> (u16, u16) {
+        (self.rest as u16, (self.rest >> 16) as u16)
+    }
+
     /// The side-column slot of an IPv6 key's addresses.
     #[inline]
     pub fn v6_slot(&self) -> u32 {

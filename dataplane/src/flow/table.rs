@@ -397,7 +397,7 @@ impl FlowTable {
             }
             if let Some(h) = self.slabs.tcp.hot.get(i as usize)
                 && ((self.npm && h.tcp.wants_cold(h.head.dir_of(p.side), t, pkt.payload_len))
-                    || (pkt.payload_len > 0 && h.head.l7_inspect()))
+                    || (pkt.payload_len > 0 && h.head.l7_inspect(h.head.dir_of(p.side))))
             {
                 prefetch(&self.slabs.tcp.cold[i as usize], size_of::<TcpColdEntry>());
             }
@@ -407,7 +407,7 @@ impl FlowTable {
             {
                 prefetch(d, size_of::<DnsTracker>());
             }
-            if pkt.payload_len > 0 && h.l7_inspect() {
+            if pkt.payload_len > 0 && h.l7_inspect(h.dir_of(p.side)) {
                 prefetch(self.slabs.cold(id), size_of::<Cold>());
             }
         }

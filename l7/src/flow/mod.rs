@@ -50,10 +50,13 @@ pub enum Transport {
     /// A TCP segment: its sequence number, and the sequence number the
     /// direction's next byte was expected at before it (from the SYN or
     /// earlier segments), when known: a segment beyond it arrived after a
-    /// hole (reordering or loss).
+    /// hole (reordering or loss). `syn`: the direction's SYN was seen, so
+    /// until its first payload `expected` is the stream's first byte (a
+    /// payload there is the start of the stream, not a piece of its middle).
     Tcp {
         seq: u32,
         expected: Option<u32>,
+        syn: bool,
     },
     Udp,
 }
@@ -75,6 +78,14 @@ pub struct Segment<'a> {
     /// HTTP response times subtract it, as TCP SRT does
     /// (`npm-metrics.md` §2).
     pub t_snt_ns: u64,
+}
+
+impl Segment<'_> {
+    /// A TCP payload at its direction's first byte: the SYN was seen and
+    /// the payload starts where the stream's first byte was expected.
+    fn stream_start(&self) -> bool {
+        matches!(self.transport, Transport::Tcp { seq, expected: Some(e), syn: true } if seq == e)
+    }
 }
 
 /// Settings (validated by the config crate, `[l7]`).
@@ -168,6 +179,22 @@ impl Slot {
         self.kind & DONE != 0
     }
 
+    /// Whether the flow is past its first look: a protocol's parser
+    /// follows it, or its stream start is awaited. A direction given up
+    /// while nothing matched ([`Progress::DoneDir`]) is wanted again then.
+    pub fn has_state(&self) -> bool {
+        self.k() != K_NONE
+    }
+
+    /// Whether the next segment may need the handshake's server network
+    /// time ([`Segment::t_snt_ns`]): only an HTTP response can, so only a
+    /// flow that is HTTP or whose stream start is still awaited (its held
+    /// bytes may turn out to be HTTP). Callers that keep the time apart
+    /// read it only then.
+    pub fn wants_server_time(&self) -> bool {
+        !self.done() && matches!(self.k(), K_PENDING | K_HTTP)
+    }
+
     fn k(&self) -> u8 {
         self.kind & K_MASK
     }
@@ -185,6 +212,9 @@ pub enum Progress {
     More,
     /// Nothing more is needed from this flow.
     Done,
+    /// Nothing more is needed from this direction of the flow (its stream
+    /// began with bytes no parser knows); keep showing the other.
+    DoneDir(Dir),
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -293,6 +323,7 @@ impl L7 {
         }
         let d = seg.dir.index();
         slot.seen[d] = slot.seen[d].saturating_add(1);
+        let start = slot.k() == K_NONE && slot.seen[d] == 1 && seg.stream_start();
         match slot.k() {
             K_NONE => self.first_look(slot, seg),
             K_QUIC => self.quic_seg(slot, seg),
@@ -302,6 +333,15 @@ impl L7 {
         }
         if slot.done() {
             Progress::Done
+        } else if slot.k() == K_NONE
+            && ((start && slot.kind & NOTHING_C2S << d != 0) || slot.seen[d] >= self.cfg.packets)
+        {
+            // The stream's first bytes matched nothing: the direction is
+            // decided (docs/l7.md: the label comes from each direction's
+            // first in-order payload). Or, picked up mid-stream, it showed
+            // its `packets` payloads without a match. Its later payloads
+            // are not looked at; the other direction's still are.
+            Progress::DoneDir(seg.dir)
         } else {
             Progress::More
         }
@@ -310,7 +350,7 @@ impl L7 {
     /// A payload of a flow with no state yet: what does it look like?
     fn first_look(&mut self, slot: &mut Slot, seg: &Segment<'_>) {
         let guess = match seg.transport {
-            Transport::Tcp { seq, expected } => {
+            Transport::Tcp { seq, expected, .. } => {
                 if expected.is_some_and(|e| (seq.wrapping_sub(e) as i32) > 0) {
                     // Bytes before this one are still to come.
                     return self.start_pending(slot, seg, expected.unwrap_or(seq));

@@ -13,7 +13,7 @@ use crate::stream::{Eat, Follow, Seg, Stream};
 /// that has seen nothing yet starts: at the byte expected next when this
 /// segment came after a hole, so the hole can still fill.
 fn seg_of<'a>(seg: &Segment<'a>, stream: &mut Stream) -> Option<Seg<'a>> {
-    let Transport::Tcp { seq, expected } = seg.transport else {
+    let Transport::Tcp { seq, expected, .. } = seg.transport else {
         return None;
     };
     if let Some(e) = expected

@@ -7,7 +7,11 @@ const PORTS: (u16, u16) = (40000, 443);
 fn tcp(dir: Dir, seq: u32, expected: Option<u32>, p: &[u8], ts_ns: u64) -> Segment<'_> {
     Segment {
         dir,
-        transport: Transport::Tcp { seq, expected },
+        transport: Transport::Tcp {
+            seq,
+            expected,
+            syn: false,
+        },
         payload: p,
         wire_len: p.len() as u32,
         ts_ns,
@@ -94,6 +98,85 @@ fn flow_unknown_payloads_take_no_state() {
     }
     assert_eq!(p, Progress::Done);
     assert_eq!(l7.allocated_bytes(), 0);
+}
+
+/// A TCP direction whose first bytes (the SYN seen: `expected` is the
+/// stream's first byte) match nothing is decided: `DoneDir`, and the flow
+/// is done once the other direction is too. Without the SYN the direction
+/// is not decided by one payload.
+#[test]
+fn flow_a_stream_start_that_matches_nothing_decides_its_direction() {
+    let mut l7 = L7::new(L7Config::default());
+    let zeros = [0u8; 42];
+    let start = |dir, seq| Segment {
+        transport: Transport::Tcp {
+            seq,
+            expected: Some(seq),
+            syn: true,
+        },
+        ..tcp(dir, seq, Some(seq), &zeros, 1)
+    };
+    let mut slot = Slot::default();
+    let p = l7.on_segment(&mut slot, &start(Dir::C2S, 1));
+    assert_eq!(p, Progress::DoneDir(Dir::C2S));
+    assert!(!slot.wants_server_time());
+    assert_eq!(
+        l7.on_segment(&mut slot, &start(Dir::S2C, 9)),
+        Progress::Done
+    );
+    assert_eq!((l7.app(&slot), l7.allocated_bytes()), (App::Unknown, 0));
+    // No SYN, or not at the expected byte: one payload decides nothing.
+    let mut slot = Slot::default();
+    let p = l7.on_segment(&mut slot, &tcp(Dir::C2S, 1, Some(1), &zeros, 1));
+    assert_eq!(p, Progress::More);
+    let after_hole_free = Segment {
+        transport: Transport::Tcp {
+            seq: 43,
+            expected: Some(43),
+            syn: true,
+        },
+        ..tcp(Dir::C2S, 43, Some(43), &zeros, 2)
+    };
+    assert_eq!(
+        l7.on_segment(&mut slot, &after_hole_free),
+        Progress::More,
+        "the direction's second payload is not its start"
+    );
+    // Picked up mid-stream, a direction shows `packets` payloads (8).
+    let mut slot = Slot::default();
+    let seen: Vec<Progress> = (0..8u32)
+        .map(|i| l7.on_segment(&mut slot, &tcp(Dir::S2C, 42 * i, None, &zeros, 1)))
+        .collect();
+    assert_eq!(seen[..7], [Progress::More; 7]);
+    assert_eq!(seen[7], Progress::DoneDir(Dir::S2C));
+    // The other direction is still looked at, and may match.
+    let get: &[u8] = b"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n";
+    assert_eq!(
+        l7.on_segment(&mut slot, &tcp(Dir::C2S, 7, None, get, 2)),
+        Progress::More
+    );
+    assert!(slot.has_state(), "HTTP follows both directions again");
+    assert_eq!(l7.app(&slot), App::Http);
+}
+
+/// The handshake's server time is wanted only by flows that are (or may
+/// still turn out to be) HTTP.
+#[test]
+fn flow_server_time_is_wanted_by_http_only() {
+    let mut l7 = L7::new(L7Config::default());
+    let mut slot = Slot::default();
+    assert!(!slot.wants_server_time(), "nothing seen yet");
+    let get: &[u8] = b"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n";
+    l7.on_segment(&mut slot, &tcp(Dir::C2S, 1, Some(1), get, 1));
+    assert!(slot.wants_server_time());
+    let mut slot = Slot::default();
+    let hello = synth::record(22, &synth::ja4_example_hello(b"t.example"));
+    l7.on_segment(&mut slot, &tcp(Dir::C2S, 1, Some(1), &hello, 1));
+    assert!(!slot.wants_server_time(), "TLS");
+    // Bytes after a hole: held until the start comes, may be HTTP.
+    let mut slot = Slot::default();
+    l7.on_segment(&mut slot, &tcp(Dir::C2S, 50, Some(1), get, 1));
+    assert!(slot.wants_server_time(), "pending");
 }
 
 #[test]

@@ -63,10 +63,12 @@ const FIN_C2S: u8 = 1 << 3;
 /// A TCP flow without metrics: begun by a packet without a TCP header (a
 /// non-first fragment), as the tracker is chosen from the first packet.
 const NO_NPM: u8 = 1 << 5;
-/// The flow's payloads still go to the L7 parsers (`table::l7`): set when
-/// the flow is created with L7 on, cleared once the parsers need no more.
-/// Without it a packet touches no L7 state.
-const L7_INSPECT: u8 = 1 << 6;
+/// The flow's client-to-server payloads still go to the L7 parsers
+/// (`table::l7`), << dir: both set when the flow is created with L7 on,
+/// one cleared when the parsers need no more of that direction, both when
+/// they need no more of the flow. Without it a packet touches no L7 state.
+const L7_C2S: u8 = 1 << 6;
+const L7_BOTH: u8 = L7_C2S | L7_C2S << 1;
 
 /// The first (for most flows the only) hot line of a flow: 64 bytes,
 /// everything a packet reads or writes but a TCP segment's tracker state.
@@ -79,7 +81,7 @@ pub(super) struct Head {
     pub dirs: [Counters; 2],
     /// `LIVE` (false once the flow ended and its slot is free: a stale
     /// candidate from `prepare` must not match it), `CLIENT_HI`, `GUESSED`,
-    /// `FIN_C2S` << dir, `NO_NPM`, `L7_INSPECT`.
+    /// `FIN_C2S` << dir, `NO_NPM`, `L7_C2S` << dir.
     bits: u8,
     /// Which lists the flow is on (`lru::bit`); on the closing list means
     /// closing (FIN both ways or RST seen).
@@ -230,19 +232,30 @@ impl Head {
         self.bits |= NO_NPM;
     }
 
-    /// The flow's payloads still go to the L7 parsers.
+    /// Whether `dir`'s payloads still go to the L7 parsers.
     #[inline]
-    pub fn l7_inspect(&self) -> bool {
-        self.bits & L7_INSPECT != 0
+    pub fn l7_inspect(&self, dir: Dir) -> bool {
+        self.bits & L7_C2S << dir.index() != 0
+    }
+
+    /// Whether either direction's payloads still go to the L7 parsers.
+    #[cfg(test)]
+    pub fn l7_inspect_any(&self) -> bool {
+        self.bits & L7_BOTH != 0
     }
 
     pub fn set_l7_inspect(&mut self) {
-        self.bits |= L7_INSPECT;
+        self.bits |= L7_BOTH;
     }
 
     /// The L7 parsers need no more of this flow.
     pub fn clear_l7_inspect(&mut self) {
-        self.bits &= !L7_INSPECT;
+        self.bits &= !L7_BOTH;
+    }
+
+    /// The L7 parsers need no more of `dir`'s payloads.
+    pub fn clear_l7_inspect_dir(&mut self, dir: Dir) {
+        self.bits &= !(L7_C2S << dir.index());
     }
 
     pub fn guessed(&self) -> bool {

@@ -14,6 +14,7 @@
 use xdprobe_l7::{L7, L7Config, L7Fields, L7Stats, Progress, Segment, Slot, Transport};
 
 use super::FlowTable;
+use crate::flow::key::Side;
 use crate::parse::PacketMeta;
 use crate::record::{Dir, EndReason, FlowRecord};
 use crate::time::Timestamp;
@@ -75,8 +76,16 @@ impl FlowTable {
         let Some(p) = self.l7.as_mut() else {
             return;
         };
-        let key = self.slabs.key(id);
-        let client = self.slabs.head_ref(id).client();
+        // The ports from the compact key in the hot line the packet already
+        // read (an IPv6 flow's addresses, in a column of their own, are not
+        // needed).
+        let head = self.slabs.head_ref(id);
+        let (lo, hi) = head.key.ports();
+        let ports = if head.client() == Side::Lo {
+            (lo, hi)
+        } else {
+            (hi, lo)
+        };
         let seg = Segment {
             dir: match dir {
                 Dir::C2S => xdprobe_l7::Dir::C2S,
@@ -86,12 +95,17 @@ impl FlowTable {
             payload: pkt.payload,
             wire_len: pkt.payload_len,
             ts_ns: ts.as_nanos(),
-            ports: (key.endpoint(client).1, key.endpoint(client.other()).1),
+            ports,
             t_snt_ns: t_snt.unwrap_or(0),
         };
         let slot = &mut self.slabs.cold_mut(id).l7;
-        if p.engine.on_segment(slot, &seg) == Progress::Done {
-            self.slabs.head_mut(id).clear_l7_inspect();
+        match p.engine.on_segment(slot, &seg) {
+            // A direction given up while nothing matched is shown again
+            // once the other one matched: the parser follows both.
+            Progress::More if slot.has_state() => self.slabs.head_mut(id).set_l7_inspect(),
+            Progress::More => {}
+            Progress::Done => self.slabs.head_mut(id).clear_l7_inspect(),
+            Progress::DoneDir(_) => self.slabs.head_mut(id).clear_l7_inspect_dir(dir),
         }
     }
 

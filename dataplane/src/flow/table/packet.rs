@@ -20,7 +20,7 @@ impl FlowTable {
         let h = self.slabs.head_mut(id);
         let (dir, when) = h.account(side, pkt.ip_len, ts);
         let (kind, dns) = (h.kind, h.side);
-        let l7 = pkt.payload_len > 0 && h.l7_inspect();
+        let l7 = pkt.payload_len > 0 && h.l7_inspect(dir);
         if when != Arrival::InOrder {
             self.note_first(id, when, ts);
         }
@@ -74,11 +74,18 @@ impl FlowTable {
             h.set_fin(dir);
         }
         let closes = !h.closing() && (t.flags.contains(TcpFlags::RST) || h.fin_both());
-        let l7 = pkt.payload_len > 0 && h.l7_inspect();
+        let l7 = pkt.payload_len > 0 && h.l7_inspect(dir);
         hot.tcp.note_flags(dir, t.flags);
         // The L7 parsers need the expected sequence number from before
-        // this segment moves it (and the handshake's server time, cold).
-        let l7 = l7.then(|| (hot.tcp.expected(dir), cold.tcp.server_net_ns()));
+        // this segment moves it, whether the direction's SYN was seen, and
+        // for an HTTP flow the handshake's server time (a second cold line:
+        // read only when the flow's handle, in the first, says so).
+        let l7 = l7.then(|| {
+            let syn = hot.tcp.flags()[dir.index()] & TcpFlags::SYN.bits() != 0;
+            let t_snt = cold.cold.l7.wants_server_time();
+            let t_snt = t_snt.then(|| cold.tcp.server_net_ns()).flatten();
+            (hot.tcp.expected(dir), syn, t_snt)
+        });
         let now = self.now;
         if closes {
             cold.close_deadline = now.saturating_add_nanos(self.cfg_linger_ns);
@@ -103,9 +110,10 @@ impl FlowTable {
             self.next_deadline = self.next_deadline.min(due);
             self.lists.push_back(&mut self.slabs, ListId::Closing, id);
         }
-        if let Some((expected, t_snt)) = l7 {
+        if let Some((expected, syn, t_snt)) = l7 {
             let seq = t.seq;
-            self.l7_payload(id, dir, Transport::Tcp { seq, expected }, pkt, ts, t_snt);
+            let transport = Transport::Tcp { seq, expected, syn };
+            self.l7_payload(id, dir, transport, pkt, ts, t_snt);
         }
     }
 }

@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::parse::{TcpFlags, TcpMeta, TcpOptions};
+use crate::record::Dir;
 use entry::{Cold, Hot1, Hot2, TcpColdEntry};
 
 const C: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
@@ -493,7 +494,7 @@ fn l7_inspection_ends_with_the_head_bit() {
         };
         t.process(&p, Timestamp(n * MS), &mut |r| recs.push(r));
         let id = t.index.candidate(t.prepare(&p).hash).expect("the flow");
-        handles.push((t.slabs.head_ref(id).l7_inspect(), t.slabs.cold(id).l7));
+        handles.push((t.slabs.head_ref(id).l7_inspect_any(), t.slabs.cold(id).l7));
     }
     let inspecting: Vec<bool> = handles.iter().map(|h| h.0).collect();
     assert_eq!(inspecting, [true, true, true, false, false, false]);
@@ -515,7 +516,75 @@ fn l7_inspection_ends_with_the_head_bit() {
     let p = pkt(C, 40000, S, 7000);
     t.process(&p, Timestamp(0), &mut |r| recs.push(r));
     let id = t.index.candidate(t.prepare(&p).hash).expect("the flow");
-    assert!(!t.slabs.head_ref(id).l7_inspect());
+    assert!(!t.slabs.head_ref(id).l7_inspect_any());
     t.flush(&mut |r| recs.push(r));
     assert_eq!(recs[1].app, None);
+}
+
+/// A TCP direction whose stream start (the SYN seen, the first payload at
+/// the byte after it) matched no parser is decided: its head bit is
+/// cleared, so its later payloads touch no L7 state, while the other
+/// direction is still inspected. Without the SYN (a flow picked up in its
+/// middle) later payloads are still looked at.
+#[test]
+fn l7_a_stream_start_no_parser_knows_ends_that_direction() {
+    const JUNK: &[u8] = b"\x01\x02\x03 nothing any parser knows";
+    const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n";
+    let seg = |src, sp, dst, dp, flags, seq: u32, payload: &'static [u8]| {
+        let mut p = tcp(src, sp, dst, dp, flags);
+        if let L4::Tcp(t) = &mut p.l4 {
+            t.seq = seq;
+        }
+        PacketMeta {
+            payload,
+            payload_len: payload.len() as u32,
+            ip_len: 40 + payload.len() as u32,
+            ..p
+        }
+    };
+    let ack = TcpFlags::ACK;
+    let mut c = cfg();
+    c.npm = true;
+    c.l7 = Some(xdprobe_l7::L7Config::default());
+    let mut t = FlowTable::new(&c);
+    let mut recs = vec![];
+    let pkts = [
+        seg(C, 40000, S, 8080, TcpFlags::SYN, 1000, &[]),
+        seg(S, 8080, C, 40000, TcpFlags::SYN | ack, 5000, &[]),
+        seg(C, 40000, S, 8080, ack, 1001, &[]),
+        seg(C, 40000, S, 8080, ack, 1001, JUNK),
+    ];
+    for (n, p) in pkts.iter().enumerate() {
+        t.process(p, Timestamp(n as u64 * MS), &mut |r| recs.push(r));
+    }
+    let id = t
+        .index
+        .candidate(t.prepare(&pkts[0]).hash)
+        .expect("the flow");
+    let head = *t.slabs.head_ref(id);
+    assert!(!head.l7_inspect(Dir::C2S) && head.l7_inspect(Dir::S2C));
+    let slot = t.slabs.cold(id).l7;
+    // A request later in the same stream is not its start: not looked at.
+    let get = seg(C, 40000, S, 8080, ack, 1001 + JUNK.len() as u32, GET);
+    t.process(&get, Timestamp(5 * MS), &mut |r| recs.push(r));
+    assert_eq!(t.slabs.cold(id).l7, slot, "the handle was not touched");
+    let back = seg(S, 8080, C, 40000, ack, 5001, JUNK);
+    t.process(&back, Timestamp(6 * MS), &mut |r| recs.push(r));
+    assert!(!t.slabs.head_ref(id).l7_inspect_any(), "both decided");
+    t.flush(&mut |r| recs.push(r));
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].app, Some(xdprobe_l7::App::Unknown));
+
+    // Picked up mid-stream (no SYN): the junk does not decide, the request
+    // after it labels the flow.
+    let mut t = FlowTable::new(&c);
+    let mid = [
+        seg(C, 40001, S, 8080, ack, 7000, JUNK),
+        seg(C, 40001, S, 8080, ack, 7000 + JUNK.len() as u32, GET),
+    ];
+    for (n, p) in mid.iter().enumerate() {
+        t.process(p, Timestamp(n as u64 * MS), &mut |r| recs.push(r));
+    }
+    t.flush(&mut |r| recs.push(r));
+    assert_eq!(recs[1].app, Some(xdprobe_l7::App::Http));
 }

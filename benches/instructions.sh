@@ -27,6 +27,7 @@
 #              established flow's ordinary segment), and "syn", PACKETS/5
 #              SYNs each starting a new flow (a flow's first packet, the
 #              table never full); NPM on, one worker
+#   --args A   extra arguments for every xdprobe command (e.g. --no-l7)
 #   --bin BIN  an xdprobe binary to count instead of building one (e.g.
 #              from another commit, for a before/after figure); stages need
 #              its line tables (profile `profiling`)
@@ -51,6 +52,7 @@ CACHE=0
 FLOOD=0
 BUILD=1
 BIN=""
+XARGS=()
 FILE=${XDPROBE_BENCH_PCAP:-/tmp/bench.pcap}
 while [ $# -gt 0 ]; do
     case $1 in
@@ -59,6 +61,7 @@ while [ $# -gt 0 ]; do
         --flood) FLOOD=1; shift ;;
         --no-build) BUILD=0; shift ;;
         --bin) BIN=$2; BUILD=0; shift 2 ;;
+        --args) read -r -a XARGS <<< "$2"; shift 2 ;;
         -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
         -*) echo "unknown option $1" >&2; exit 2 ;;
         *) FILE=$1; shift ;;
@@ -111,9 +114,9 @@ count() { # NAME CMD...
 }
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); $N packets from $FILE; $("$XDP" --version 2>/dev/null || echo xdprobe)"
 count tcpdump tcpdump -Z root -r "$CUT" -w /dev/null
-count npm_on "$XDP" pcap "$CUT" --format none --workers 1
-count npm_off "$XDP" pcap "$CUT" --format none --workers 1 --no-npm
-count workers2 "$XDP" pcap "$CUT" --format none --workers 2
+count npm_on "$XDP" pcap "$CUT" --format none --workers 1 "${XARGS[@]}"
+count npm_off "$XDP" pcap "$CUT" --format none --workers 1 --no-npm "${XARGS[@]}"
+count workers2 "$XDP" pcap "$CUT" --format none --workers 2 "${XARGS[@]}"
 if [ "$FLOOD" = 1 ]; then
     DATA=$TARGET/bench-data
     mkdir -p "$DATA"
@@ -124,8 +127,8 @@ if [ "$FLOOD" = 1 ]; then
         [ -f "$f" ] || (cd "$ROOT" && cargo run --release --quiet -p xdprobe-dataplane \
             --example flood_pcap -- "$1" "$2" "$f.part" && mv "$f.part" "$f")
     done
-    count ordinary "$XDP" pcap "$DATA/flood-ordinary-$PACKETS.pcap" --format none --workers 1
-    count syn "$XDP" pcap "$DATA/flood-syn_flood-$SYN_N.pcap" --format none --workers 1
+    count ordinary "$XDP" pcap "$DATA/flood-ordinary-$PACKETS.pcap" --format none --workers 1 "${XARGS[@]}"
+    count syn "$XDP" pcap "$DATA/flood-syn_flood-$SYN_N.pcap" --format none --workers 1 "${XARGS[@]}"
 fi
 
 python3 - "$WORK" "$N" "$CACHE" "$FLOOD" "$PACKETS" <<'EOF'

@@ -27,3 +27,60 @@ pub struct Frame<'a> {
     /// pcap), or the RX queue live.
     pub interface: u32,
 }
+
+/// A frame by its place in a buffer rather than a borrow of it: what a
+/// file's parser produces and the time-order stage holds (it cannot keep
+/// borrows of the reader it goes on reading), turned into a [`Frame`] as
+/// it goes out. 32 bytes, so a held packet is half a cache line: every
+/// packet of a file is written into the stage's ring and read back out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Placed {
+    pub ts: Timestamp,
+    /// Offset of the captured bytes in the buffer.
+    pub start: usize,
+    /// Captured bytes (at most [`MAX_CAPLEN`](super::pcap::MAX_CAPLEN)).
+    pub len: u32,
+    pub wire_len: u32,
+    pub interface: u32,
+    /// Both formats store the link type in 16 bits (classic pcap's upper
+    /// bits are masked off).
+    pub linktype: u16,
+    pub link: Option<LinkType>,
+}
+
+const _: () = assert!(size_of::<Placed>() <= 32);
+
+impl Placed {
+    /// The frame `f`, a view into `buf`, by its place in it (empty bytes
+    /// if it is not a part of `buf`: never the case for the parsers).
+    pub fn of(f: &Frame<'_>, buf: &[u8]) -> Self {
+        let start = (f.data.as_ptr() as usize).wrapping_sub(buf.as_ptr() as usize);
+        let inside = start
+            .checked_add(f.data.len())
+            .is_some_and(|end| end <= buf.len());
+        Placed {
+            ts: f.ts,
+            start: if inside { start } else { 0 },
+            len: if inside { f.data.len() as u32 } else { 0 },
+            wire_len: f.wire_len,
+            interface: f.interface,
+            linktype: f.linktype as u16,
+            link: f.link,
+        }
+    }
+
+    /// The frame itself, borrowed from `buf` (the buffer it was placed in).
+    #[inline(always)]
+    pub fn frame<'a>(&self, buf: &'a [u8]) -> Frame<'a> {
+        Frame {
+            ts: self.ts,
+            link: self.link,
+            linktype: u32::from(self.linktype),
+            data: buf
+                .get(self.start..self.start.wrapping_add(self.len as usize))
+                .unwrap_or_default(),
+            wire_len: self.wire_len,
+            interface: self.interface,
+        }
+    }
+}

@@ -12,3 +12,4 @@ pub mod reorder;
 
 pub use capture::Capture;
 pub use frame::Frame;
+pub(crate) use frame::Placed;

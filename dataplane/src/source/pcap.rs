@@ -50,7 +50,7 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::Frame;
+use super::{Frame, Placed};
 
 pub use stream::{STREAM_MAX_BLOCK, StreamReader};
 
@@ -345,6 +345,28 @@ impl Format {
         }
     }
 
+    /// As [`next`](Self::next), the packet by its place in `bytes`,
+    /// written into `into` (false at the end).
+    #[inline(always)]
+    fn next_placed(
+        &mut self,
+        bytes: &[u8],
+        pos: &mut usize,
+        clipped: &mut u64,
+        into: &mut Placed,
+    ) -> Result<bool, PcapError> {
+        match self {
+            Format::Classic(c) => c.next_placed(bytes, pos, clipped, into),
+            Format::PcapNg(ng) => match ng.next(bytes, pos, clipped)? {
+                Some(f) => {
+                    *into = Placed::of(&f, bytes);
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
+        }
+    }
+
     /// The record or block at the start of `rest`, as far as its header
     /// tells.
     fn peek(&self, rest: &[u8]) -> Peek {
@@ -512,6 +534,16 @@ impl<B: AsRef<[u8]>> PcapReader<B> {
     pub fn next_packet(&mut self) -> Result<Option<Frame<'_>>, PcapError> {
         let bytes = self.buf.as_ref();
         self.format.next(bytes, &mut self.pos, &mut self.clipped)
+    }
+
+    /// As [`next_packet`](Self::next_packet), the packet by its place in
+    /// [`bytes`](Self::bytes), written into `into` (the time-order stage's
+    /// ring); false at the end of the file.
+    #[inline(always)]
+    pub(crate) fn next_placed(&mut self, into: &mut Placed) -> Result<bool, PcapError> {
+        let bytes = self.buf.as_ref();
+        self.format
+            .next_placed(bytes, &mut self.pos, &mut self.clipped, into)
     }
 
     /// Up to `out.len()` packets at once, for batched processing; returns

@@ -1,8 +1,9 @@
 //! Classic pcap (draft-ietf-opsawg-pcap): a 24-byte file header, then
 //! records of a 16-byte header plus the captured bytes.
 
-use super::{Endian, Frame, MAX_CAPLEN, PcapError, Peek, bytes_at, clip};
+use super::{Endian, Frame, MAX_CAPLEN, PcapError, Peek, bytes_at};
 use crate::parse::LinkType;
+use crate::source::Placed;
 use crate::time::Timestamp;
 
 const MAGIC_MICROS: u32 = 0xa1b2_c3d4;
@@ -15,6 +16,29 @@ const RECORD_HEADER_LEN: usize = 16;
 /// the IP length, so a trailing FCS is never read as payload.
 const LINKTYPE_MASK: u32 = 0x0000_ffff;
 
+/// How far ahead of the record being read the file's bytes are asked
+/// for: the record headers are a chain (each one's length says where the
+/// next is), so the CPU cannot fetch them ahead by itself across pages.
+const FETCH_AHEAD: usize = 2048;
+
+/// Hints the CPU to fetch the line at `p` into cache. Never faults: a
+/// prefetch of any address is architecturally a no-op if it is invalid.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: prefetch has no memory-safety preconditions: it never
+        // dereferences architecturally and ignores invalid addresses;
+        // the caller's `wrapping_add` keeps the pointer arithmetic defined.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = p;
+    }
+}
+
 /// Decoding state from the file header.
 pub(super) struct Classic {
     endian: Endian,
@@ -24,7 +48,8 @@ pub(super) struct Classic {
     /// Snapshot length; 0 in the header (unlimited) is stored as `u32::MAX`.
     snaplen: u32,
     link: Option<LinkType>,
-    linktype: u32,
+    /// Masked to 16 bits ([`LINKTYPE_MASK`]).
+    linktype: u16,
 }
 
 impl Classic {
@@ -68,7 +93,7 @@ impl Classic {
             frac_ns,
             snaplen,
             link: LinkType::from_pcap(linktype),
-            linktype,
+            linktype: linktype as u16,
         };
         Ok((state, FILE_HEADER_LEN))
     }
@@ -100,12 +125,35 @@ impl Classic {
         pos: &mut usize,
         clipped: &mut u64,
     ) -> Result<Option<Frame<'a>>, PcapError> {
+        let mut p = Placed::default();
+        Ok(self
+            .next_placed(buf, pos, clipped, &mut p)?
+            .then(|| p.frame(buf)))
+    }
+
+    /// As [`next`](Self::next), the packet by its place in `buf`, written
+    /// into `into` (true; false at the end, `into` untouched). Every
+    /// packet of a mapped file goes through here: the header's four words
+    /// are read at once, swapped in one branch for a big-endian file, and
+    /// the packet is written where the caller keeps it (returned, it went
+    /// through the stack: a 32-byte copy read back before its stores had
+    /// landed, the stage's costliest instruction after the file's own
+    /// cache misses).
+    #[inline(always)]
+    pub(super) fn next_placed(
+        &self,
+        buf: &[u8],
+        pos: &mut usize,
+        clipped: &mut u64,
+        into: &mut Placed,
+    ) -> Result<bool, PcapError> {
         let at = *pos;
+        prefetch(buf.as_ptr().wrapping_add(at.wrapping_add(FETCH_AHEAD)));
         let rest = buf.get(at..).unwrap_or_default();
-        if rest.is_empty() {
-            return Ok(None);
-        }
-        let Some(&h) = rest.first_chunk::<RECORD_HEADER_LEN>() else {
+        let Some(h) = rest.first_chunk::<RECORD_HEADER_LEN>() else {
+            if rest.is_empty() {
+                return Ok(false);
+            }
             return Err(PcapError::Truncated {
                 offset: at as u64,
                 what: "packet record header",
@@ -113,43 +161,54 @@ impl Classic {
                 remain: rest.len() as u64,
             });
         };
-        let e = self.endian;
-        let (caplen, wire_len) = (e.u32_at(&h, 8), e.u32_at(&h, 12));
+        let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let mut w = [word(0), word(4), word(8), word(12)];
+        if self.endian == Endian::Big {
+            w = w.map(u32::swap_bytes);
+        }
+        let [secs, frac, caplen, wire_len] = w;
         if caplen > MAX_CAPLEN {
             return Err(PcapError::CaptureTooLarge {
                 offset: at as u64,
                 caplen,
             });
         }
-        let body = rest.get(RECORD_HEADER_LEN..).unwrap_or_default();
-        let Some(data) = body.get(..caplen as usize) else {
+        let remain = rest.len() - RECORD_HEADER_LEN;
+        if caplen as usize > remain {
             return Err(PcapError::TruncatedPacket {
                 offset: at as u64,
                 caplen,
-                remain: body.len() as u64,
+                remain: remain as u64,
             });
-        };
+        }
         // A fraction of a second or more is not a time (tshark flags it as
         // invalid): the packet is handed out as out of range and the worker
         // drops it, counted. Cannot overflow otherwise: seconds < 2^32 give
         // < 4.3e18 ns (year 2106, inside `Timestamp::MAX`), the fraction < 1 s.
-        let frac = e.u32_at(&h, 4);
-        let ts = if u64::from(frac) * u64::from(self.frac_ns) >= 1_000_000_000 {
+        let frac_ns = u64::from(frac) * u64::from(self.frac_ns);
+        let ts = if frac_ns >= 1_000_000_000 {
             Timestamp::OUT_OF_RANGE
         } else {
-            Timestamp::from_nanos(
-                u64::from(e.u32_at(&h, 0)) * 1_000_000_000
-                    + u64::from(frac) * u64::from(self.frac_ns),
-            )
+            Timestamp::from_nanos(u64::from(secs) * 1_000_000_000 + frac_ns)
         };
-        *pos = at + RECORD_HEADER_LEN + data.len();
-        Ok(Some(Frame {
+        // Clipping as `clip` does it (the module doc of `pcap` says why).
+        let limit = wire_len.min(self.snaplen);
+        let len = if caplen > limit {
+            *clipped += 1;
+            limit
+        } else {
+            caplen
+        };
+        *pos = at + RECORD_HEADER_LEN + caplen as usize;
+        *into = Placed {
             ts,
-            link: self.link,
-            linktype: self.linktype,
-            data: clip(data, wire_len, self.snaplen, clipped),
+            start: at + RECORD_HEADER_LEN,
+            len,
             wire_len,
             interface: 0,
-        }))
+            linktype: self.linktype,
+            link: self.link,
+        };
+        Ok(true)
     }
 }

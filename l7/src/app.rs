@@ -131,7 +131,10 @@ const METHODS: &[&[u8]] = &[
 /// `p`, ` HTTP/1.` in it (a line without a version is some other
 /// protocol's command, not HTTP/1.x).
 pub(crate) fn is_request_start(p: &[u8]) -> bool {
-    if !METHODS.iter().any(|m| p.starts_with(m)) {
+    // Every method starts with a capital letter: most payloads that are
+    // not HTTP (binary, TLS, zeros) are refused on their first byte
+    // instead of by seventeen comparisons.
+    if !p.first().is_some_and(u8::is_ascii_uppercase) || !METHODS.iter().any(|m| p.starts_with(m)) {
         return false;
     }
     match p.iter().position(|b| *b == b'\n') {
@@ -207,6 +210,18 @@ mod tests {
         assert_eq!(App::Quic.refine(b"h3").as_str(), "quic/h3");
         assert_eq!(App::Tls.refine(b"spdy/3"), App::Tls);
         assert_eq!(App::Http.refine(b"h2"), App::Http);
+    }
+
+    #[test]
+    fn app_every_method_passes_the_first_byte_check() {
+        for m in METHODS {
+            assert!(m[0].is_ascii_uppercase(), "{m:?}");
+            let mut line = m.to_vec();
+            line.extend_from_slice(b"/ HTTP/1.1\r\n");
+            assert!(is_request_start(&line), "{m:?}");
+        }
+        assert!(!is_request_start(b"get / HTTP/1.1\r\n"));
+        assert!(!is_request_start(&[0; 64]));
     }
 
     #[test]

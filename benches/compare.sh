@@ -215,7 +215,8 @@ TABLE=$WORK/table.md
         cmd=${TOOLS[$i]#*|}
         # The binaries first, whole words: one path may start another.
         case $cmd in
-            "$XDP "*) cmd="${XDP_BIN:+XDPROBE}${XDP_BIN:-$XDP} ${cmd#"$XDP "}" ;;
+            "$XDP "*) if [ -n "$XDP_BIN" ]; then name=XDPROBE; else name=$XDP; fi
+                cmd="$name ${cmd#"$XDP "}" ;;
             "${BASELINE:-/nonexistent} "*) cmd="BASELINE ${cmd#"$BASELINE "}" ;;
         esac
         echo "- \`$(echo "$cmd" | sed -e "s#$TSFILE#TSFILE#g" -e "s#$FILE#FILE#g" -e "s#$WORK#TMP#g" -e "s#$ROOT/##g")\`"

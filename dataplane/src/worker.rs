@@ -124,14 +124,17 @@ impl Worker {
         ts: Timestamp,
         out: &mut impl FnMut(FlowRecord),
     ) {
-        if let Some(meta) = self.parse_counted(link, frame, wire_len, ts) {
-            self.table.process(&meta, ts, out);
+        let mut meta = None;
+        self.parse_counted(link, frame, wire_len, ts, &mut meta);
+        if let Some(meta) = &meta {
+            self.table.process(meta, ts, out);
         }
     }
 
-    /// Counts the frame and parses it, or counts why it is not used. A
-    /// capture time outside `[Timestamp::ZERO, Timestamp::MAX]` is a drop:
-    /// no flow or metric ever sees it (see `time.rs`).
+    /// Counts the frame and parses it into `out` (`None` when it is not
+    /// used, its reason counted). A capture time outside
+    /// `[Timestamp::ZERO, Timestamp::MAX]` is a drop: no flow or metric
+    /// ever sees it (see `time.rs`).
     #[inline(always)]
     fn parse_counted<'a>(
         &mut self,
@@ -139,25 +142,26 @@ impl Worker {
         frame: &'a [u8],
         wire_len: u32,
         ts: Timestamp,
-    ) -> Option<PacketMeta<'a>> {
+        out: &mut Option<PacketMeta<'a>>,
+    ) {
         self.frames += 1;
         let Some(link) = link else {
             self.drops.inc(DropReason::UnsupportedLinkType);
-            return None;
+            *out = None;
+            return;
         };
         if !ts.in_range() {
             self.drops.inc(DropReason::TimestampOutOfRange);
-            return None;
+            *out = None;
+            return;
         }
-        match parse::parse(link, frame, wire_len) {
-            Ok(meta) => {
-                self.clamped += u64::from(meta.length_clamped);
-                Some(meta)
+        match parse::parse_into(link, frame, wire_len, out) {
+            Ok(()) => {
+                if let Some(meta) = out {
+                    self.clamped += u64::from(meta.length_clamped);
+                }
             }
-            Err(reason) => {
-                self.drops.inc(reason);
-                None
-            }
+            Err(reason) => self.drops.inc(reason),
         }
     }
 
@@ -185,7 +189,7 @@ impl Worker {
             let mut metas: [Option<PacketMeta<'_>>; BATCH] = [None; BATCH];
             let mut preps = [Prepared::NONE; BATCH];
             for ((slot, prep), f) in metas.iter_mut().zip(preps.iter_mut()).zip(chunk) {
-                *slot = self.parse_counted(f.link, f.data, f.wire_len, f.ts);
+                self.parse_counted(f.link, f.data, f.wire_len, f.ts, slot);
                 if let Some(meta) = slot {
                     *prep = self.table.key_of(meta);
                 }

@@ -13,7 +13,7 @@ mod walk;
 pub mod wire;
 
 pub use drop::{DropCounters, DropReason};
-pub use walk::{MAX_IPV6_EXT, MAX_MPLS_DEPTH, MAX_VLAN_DEPTH, ip_addrs, parse};
+pub use walk::{MAX_IPV6_EXT, MAX_MPLS_DEPTH, MAX_VLAN_DEPTH, ip_addrs, parse, parse_into};
 
 /// Link-layer framing of a capture (pcap `LINKTYPE_*`) or of a live frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

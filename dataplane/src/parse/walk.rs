@@ -125,16 +125,53 @@ impl<'a> L3<'a> {
 /// Parses one frame of `link` framing. `wire_len` is the frame's length on
 /// the wire (pcap `orig_len`; the frame length for live capture); it only
 /// matters for TSO/GSO frames whose IP length field is 0.
-#[inline(always)]
+#[inline]
 pub fn parse(link: LinkType, frame: &[u8], wire_len: u32) -> Result<PacketMeta<'_>, DropReason> {
+    let mut out = None;
+    match parse_into(link, frame, wire_len, &mut out) {
+        // `parse_into` fills `out` whenever it returns `Ok`.
+        Ok(()) => out.ok_or(DropReason::NotIp),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`parse`], written into `out` where the caller keeps it: `Some` on
+/// success, `None` on an error. The worker's batch parses into its array
+/// this way. Returned by value, a packet was built on the stack (the
+/// transport parser writes into it), then copied out twice, the copies'
+/// 16-byte loads reading stores of other sizes and offsets that had not
+/// yet landed: a failed store forward at each, 15 % of the batch loop's
+/// samples on the bench file (`benches/LOG.md`).
+#[inline(always)]
+pub fn parse_into<'a>(
+    link: LinkType,
+    frame: &'a [u8],
+    wire_len: u32,
+    out: &mut Option<PacketMeta<'a>>,
+) -> Result<(), DropReason> {
+    let done = ip_layer(link, frame, wire_len, out);
+    if done.is_err() {
+        *out = None;
+    }
+    done
+}
+
+/// [`parse_into`] before an error clears `out`.
+#[inline(always)]
+fn ip_layer<'a>(
+    link: LinkType,
+    frame: &'a [u8],
+    wire_len: u32,
+    out: &mut Option<PacketMeta<'a>>,
+) -> Result<(), DropReason> {
     let l3 = link_layer(link, frame)?;
     // `l3.ip` is a suffix of `frame`, so this is the link header's length.
     let link_hdr = frame.len().saturating_sub(l3.ip.len());
     let wire = (wire_len as usize).max(frame.len());
     let l3_wire = u32::try_from(wire.saturating_sub(link_hdr)).unwrap_or(u32::MAX);
     match l3.net {
-        Net::V4 => ipv4(l3.ip, l3_wire, l3.vlan),
-        Net::V6 => ipv6(l3.ip, l3_wire, l3.vlan),
+        Net::V4 => ipv4(l3.ip, l3_wire, l3.vlan, out),
+        Net::V6 => ipv6(l3.ip, l3_wire, l3.vlan, out),
     }
 }
 
@@ -156,7 +193,7 @@ pub fn ip_addrs(link: LinkType, frame: &[u8]) -> Option<(&[u8], &[u8])> {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn link_layer(link: LinkType, frame: &[u8]) -> Result<L3<'_>, DropReason> {
     match link {
         LinkType::Ethernet => {
@@ -296,7 +333,12 @@ fn mpls_stack(mut rest: &[u8]) -> Result<&[u8], DropReason> {
 }
 
 #[inline]
-fn ipv4(buf: &[u8], l3_wire: u32, vlan: Option<u16>) -> Result<PacketMeta<'_>, DropReason> {
+fn ipv4<'a>(
+    buf: &'a [u8],
+    l3_wire: u32,
+    vlan: Option<u16>,
+    out: &mut Option<PacketMeta<'a>>,
+) -> Result<(), DropReason> {
     let ip = Ipv4Packet::new_checked(buf)?;
     let hl = ip.header_len() as u32;
     let claimed = match ip.total_len() {
@@ -315,7 +357,7 @@ fn ipv4(buf: &[u8], l3_wire: u32, vlan: Option<u16>) -> Result<PacketMeta<'_>, D
         (0, true) => Fragment::First { id },
         _ => Fragment::Later { id, offset, more },
     };
-    let mut m = PacketMeta {
+    let m = out.insert(PacketMeta {
         vlan,
         src: IpAddr::V4(ip.src()),
         dst: IpAddr::V4(ip.dst()),
@@ -331,15 +373,20 @@ fn ipv4(buf: &[u8], l3_wire: u32, vlan: Option<u16>) -> Result<PacketMeta<'_>, D
         l4: L4::Fragment,
         payload_len: seg_wire,
         payload: &[],
-    };
+    });
     if offset == 0 {
-        transport(&mut m, seg, seg_wire, Net::V4)?;
+        transport(m, seg, seg_wire, Net::V4)?;
     }
-    Ok(m)
+    Ok(())
 }
 
 #[inline]
-fn ipv6(buf: &[u8], l3_wire: u32, vlan: Option<u16>) -> Result<PacketMeta<'_>, DropReason> {
+fn ipv6<'a>(
+    buf: &'a [u8],
+    l3_wire: u32,
+    vlan: Option<u16>,
+    out: &mut Option<PacketMeta<'a>>,
+) -> Result<(), DropReason> {
     let ip = Ipv6Packet::new_checked(buf)?;
     let plen = ip.payload_len();
     let mut next = ip.next_header();
@@ -393,7 +440,7 @@ fn ipv6(buf: &[u8], l3_wire: u32, vlan: Option<u16>) -> Result<PacketMeta<'_>, D
     let ip_len = claimed.min(l3_wire);
     let seg_wire = ip_len.saturating_sub(40 + ext_len);
     let seg = clip(rest, seg_wire as usize);
-    let mut m = PacketMeta {
+    let m = out.insert(PacketMeta {
         vlan,
         src: IpAddr::V6(ip.src()),
         dst: IpAddr::V6(ip.dst()),
@@ -408,11 +455,11 @@ fn ipv6(buf: &[u8], l3_wire: u32, vlan: Option<u16>) -> Result<PacketMeta<'_>, D
         l4: L4::Fragment,
         payload_len: seg_wire,
         payload: &[],
-    };
+    });
     if !matches!(fragment, Fragment::Later { .. }) {
-        transport(&mut m, seg, seg_wire, Net::V6)?;
+        transport(m, seg, seg_wire, Net::V6)?;
     }
-    Ok(m)
+    Ok(())
 }
 
 /// Parses the transport header in `seg` (captured bytes, already clipped to

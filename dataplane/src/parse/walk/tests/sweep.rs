@@ -110,7 +110,16 @@ fn random_and_mutated_frames_never_panic() {
             LINKS[(r / 2) % LINKS.len()]
         };
         let wire = rng(&mut s) as u32;
-        if let Ok(m) = parse(link, &f, wire) {
+        // A slot holding another packet, as the worker's batch reuses its
+        // array: `parse_into` must leave exactly what `parse` returns,
+        // never a field of the packet before (a failed frame clears it).
+        let mut slot = parse(LinkType::Ethernet, &seeds[(i + 1) % seeds.len()], 0).ok();
+        assert!(slot.is_some());
+        let into = parse_into(link, &f, wire, &mut slot);
+        let byval = parse(link, &f, wire);
+        assert_eq!(into, byval.map(|_| ()), "frame {i}");
+        assert_eq!(slot, byval.ok(), "frame {i}");
+        if let Ok(m) = byval {
             ok += 1;
             assert!(m.payload.len() as u64 <= u64::from(m.payload_len));
         }

@@ -125,6 +125,14 @@ fn framing(h: &[httparse::Header<'_>], request: bool) -> Body {
     }
 }
 
+/// Room for a head's headers, left uninitialised: httparse writes the
+/// ones it parses and the head's view covers only those. Initialising all
+/// of them (3 KiB) cost more than parsing a typical head, on every attempt
+/// (a head split over segments is parsed again per segment).
+fn no_headers<'b>() -> [std::mem::MaybeUninit<httparse::Header<'b>>; MAX_HEADERS] {
+    [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS]
+}
+
 fn config() -> httparse::ParserConfig {
     let mut c = httparse::ParserConfig::default();
     c.allow_multiple_spaces_in_request_line_delimiters(true)
@@ -155,9 +163,9 @@ impl HttpState {
     }
 
     fn request_head(&mut self, pos: u32, b: &[u8], cx: &mut HttpCtx<'_>) -> Eat {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut req = httparse::Request::new(&mut headers);
-        let n = match config().parse_request(&mut req, b) {
+        let mut headers = no_headers();
+        let mut req = httparse::Request::new(&mut []);
+        let n = match config().parse_request_with_uninit_headers(&mut req, b, &mut headers) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Eat::MORE,
             Err(_) => {
@@ -294,9 +302,9 @@ impl HttpState {
         if self.resp_start == 0 {
             self.resp_start = cx.ts_ns.max(1);
         }
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut resp = httparse::Response::new(&mut headers);
-        let n = match config().parse_response(&mut resp, b) {
+        let mut headers = no_headers();
+        let mut resp = httparse::Response::new(&mut []);
+        let n = match config().parse_response_with_uninit_headers(&mut resp, b, &mut headers) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Eat::MORE,
             Err(_) => {

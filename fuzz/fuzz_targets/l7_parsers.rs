@@ -66,6 +66,11 @@ fn engine(mut data: &[u8]) {
     };
     let mut l7 = L7::new(cfg);
     let mut slots = [Slot::default(); 2];
+    // A second engine is not shown the segments it says it passes over
+    // (as the flow table does): it must end every step where the first
+    // one does.
+    let mut lean = L7::new(cfg);
+    let mut lean_slots = [Slot::default(); 2];
     let (mut seq, mut ts) = ([1000u32; 2], 1_000_000u64);
     while let [flags, s0, s1, t0, t1, n, rest @ ..] = data {
         let n = usize::from(*n).min(rest.len());
@@ -96,16 +101,32 @@ fn engine(mut data: &[u8]) {
             t_snt_ns: u64::from(*t1) * 1000,
         };
         l7.on_segment(&mut slots[f], &seg);
+        let passed = match transport {
+            Transport::Tcp { seq, .. } => lean.passes_over(&lean_slots[f], dir, seq, seg.wire_len),
+            Transport::Udp => false,
+        };
+        if !passed {
+            lean.on_segment(&mut lean_slots[f], &seg);
+        }
         assert!(l7.allocated_bytes() as u64 <= cfg.memory_bytes());
-        let _ = l7.fields(&slots[f]);
+        let fields = l7.fields(&slots[f]);
+        assert_eq!(
+            fields,
+            lean.fields(&lean_slots[f]),
+            "a passed-over segment changed the fields"
+        );
+        assert_eq!(l7.app(&slots[f]), lean.app(&lean_slots[f]));
         if flags & 0xF0 == 0xF0 {
             l7.end_interval(&mut slots[f]);
+            lean.end_interval(&mut lean_slots[f]);
         }
     }
-    for s in &mut slots {
-        let _ = l7.finish(s);
+    assert_eq!(l7.stats(), lean.stats());
+    for (s, t) in slots.iter_mut().zip(lean_slots.iter_mut()) {
+        assert_eq!(l7.finish(s), lean.finish(t));
     }
     assert_eq!(l7.states_in_use(), 0, "every state given back");
+    assert_eq!(lean.states_in_use(), 0, "every state given back");
 }
 
 fuzz_target!(|data: &[u8]| {

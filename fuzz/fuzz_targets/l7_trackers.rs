@@ -14,11 +14,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use xdprobe_dataplane::record::FlowRecord;
 use xdprobe_dataplane::metrics::dns::DnsTracker;
 use xdprobe_dataplane::metrics::tcp::{TcpTracker, TsCtx};
 use xdprobe_dataplane::metrics::tsrtt::{TsRtt, TsRttWorker};
 use xdprobe_dataplane::parse::{TcpFlags, TcpMeta, TcpOptions};
+use xdprobe_dataplane::record::FlowRecord;
 use xdprobe_dataplane::{Dir, Timestamp};
 
 fuzz_target!(|data: &[u8]| {

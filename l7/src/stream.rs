@@ -176,6 +176,17 @@ impl Stream {
         self.buf != NO_BUF
     }
 
+    /// Whether feeding a segment at `seq` of `wire` bytes would do nothing:
+    /// the stream is followed and every byte of the segment was already
+    /// used, skipped or held (the test [`Stream::feed`] makes first, the
+    /// same arithmetic).
+    #[inline]
+    pub fn behind(&self, seq: u32, wire: u32) -> bool {
+        let held = i64::from(self.held);
+        let off = i64::from(seq.wrapping_sub(self.pos) as i32);
+        self.state == Follow::On && off < held && held - off >= i64::from(wire)
+    }
+
     /// Feeds one segment and runs the consumer over whatever became
     /// contiguous.
     pub fn feed(

@@ -282,6 +282,76 @@ fn flow_http_keep_alive_with_srt() {
     );
 }
 
+/// The segments `passes_over` answers true for change nothing: an engine
+/// shown only the others ends with the same label, fields and counters as
+/// one shown everything; and they are the body segments (a request body's
+/// last one, which times the request, is shown).
+#[test]
+fn flow_http_body_segments_are_passed_over_exactly() {
+    let ports = (40000, 80);
+    let mk = |dir, seq, p: &'static [u8], ts| Segment {
+        ports,
+        t_snt_ns: 1_000,
+        ..tcp(dir, seq, None, p, ts)
+    };
+    let post: &[u8] = b"POST /up HTTP/1.1\r\nHost: web.example\r\nContent-Length: 3000\r\n\r\n";
+    let body: &'static [u8] = &[b'x'; 3000];
+    let head: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 4000\r\n\r\n";
+    let rbody: &'static [u8] = &[b'y'; 4000];
+    let get: &[u8] = b"GET /next HTTP/1.1\r\nHost: web.example\r\n\r\n";
+    let head2: &[u8] = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+    let (c, s) = (1u32, 900_000u32);
+    let pl = post.len() as u32;
+    let hl = head.len() as u32;
+    let segs = vec![
+        mk(Dir::C2S, c, post, 10_000),
+        mk(Dir::C2S, c + pl, &body[..1000], 11_000),
+        mk(Dir::C2S, c + pl + 1000, &body[1000..2000], 12_000),
+        // A retransmission of the head: behind the stream.
+        mk(Dir::C2S, c, post, 12_500),
+        mk(Dir::C2S, c + pl + 2000, &body[2000..], 13_000),
+        mk(Dir::S2C, s, head, 20_000),
+        mk(Dir::S2C, s + hl, &rbody[..1500], 21_000),
+        mk(Dir::S2C, s + hl + 1500, &rbody[1500..3000], 22_000),
+        mk(Dir::S2C, s + hl + 3000, &rbody[3000..], 23_000),
+        mk(Dir::C2S, c + pl + 3000, get, 30_000),
+        mk(Dir::S2C, s + hl + 4000, head2, 40_000),
+    ];
+    let (mut all, mut some) = (L7::new(L7Config::default()), L7::new(L7Config::default()));
+    let (mut a, mut b) = (Slot::default(), Slot::default());
+    let mut passed = Vec::new();
+    for (i, g) in segs.iter().enumerate() {
+        all.on_segment(&mut a, g);
+        let Transport::Tcp { seq, .. } = g.transport else {
+            unreachable!()
+        };
+        if some.passes_over(&b, g.dir, seq, g.wire_len) {
+            passed.push(i);
+        } else {
+            some.on_segment(&mut b, g);
+        }
+    }
+    assert_eq!(
+        passed,
+        vec![1, 2, 3, 6, 7, 8],
+        "the bodies but the request body's last segment, and the retransmitted head"
+    );
+    assert_eq!(
+        (all.app(&a), all.fields(&a)),
+        (some.app(&b), some.fields(&b))
+    );
+    assert_eq!(all.stats(), some.stats());
+    let f = some.fields(&b).unwrap();
+    let h = f.http().unwrap();
+    assert_eq!(
+        (h.requests, h.status, h.status_class),
+        (2, Some(404), [0, 1, 0, 1, 0])
+    );
+    // 20 - 13 - 1 µs (timed from the request body's last segment) and 40 - 30 - 1 µs.
+    assert_eq!((h.srt.min_us(), h.srt.max_us()), (Some(6), Some(9)));
+    assert_eq!(all.finish(&mut a), some.finish(&mut b));
+}
+
 #[test]
 fn flow_http_huge_header_line_is_refused_within_the_bound() {
     let mut l7 = L7::new(L7Config::default());

@@ -76,6 +76,16 @@ impl FlowTable {
         let Some(p) = self.l7.as_mut() else {
             return;
         };
+        let l7_dir = match dir {
+            Dir::C2S => xdprobe_l7::Dir::C2S,
+            Dir::S2C => xdprobe_l7::Dir::S2C,
+        };
+        if let Transport::Tcp { seq, .. } = transport
+            && p.engine
+                .passes_over(&self.slabs.cold(id).l7, l7_dir, seq, pkt.payload_len)
+        {
+            return;
+        }
         // The ports from the compact key in the hot line the packet already
         // read (an IPv6 flow's addresses, in a column of their own, are not
         // needed).
@@ -87,10 +97,7 @@ impl FlowTable {
             (hi, lo)
         };
         let seg = Segment {
-            dir: match dir {
-                Dir::C2S => xdprobe_l7::Dir::C2S,
-                Dir::S2C => xdprobe_l7::Dir::S2C,
-            },
+            dir: l7_dir,
             transport,
             payload: pkt.payload,
             wire_len: pkt.payload_len,

@@ -2,8 +2,8 @@
 # What the L7 parsers (docs/l7.md) cost a whole `xdprobe pcap` run: L7 on
 # (the default) against `--no-l7`, alternating runs (one of each per
 # round, so load from other processes hits both alike), medians of wall
-# time and of CPU time (user + sys, from /usr/bin/time; the steadier
-# figure on a shared machine), on two captures:
+# time and of CPU time (user + sys, from bash's `time` to the millisecond;
+# CPU is the steadier figure on a shared machine), on two captures:
 #   - the benchmark capture (mkbench.py: synthetic TCP/UDP, little payload
 #     any parser recognises: the cost of looking and finding nothing);
 #   - a capture rich in TLS/QUIC/HTTP/DNS: tests/corpus/l7/xdprobe_l7-traffic.pcap
@@ -15,14 +15,23 @@
 #   FILE  benchmark capture (default $XDPROBE_BENCH_PCAP or /tmp/bench.pcap;
 #         generated with mkbench.py --flows 400000 --concurrent 50000 --seed 7
 #         if missing)
-#   env   RUNS (default 7), COPIES (default 200), BIN (default
-#         target/release/xdprobe, built if missing), MKBENCH (path of mkbench.py)
+#   env   RUNS (default 7), COPIES (default 1000: a run of ~0.1 s),
+#         WORKERS (passed as --workers; default: the probe's own),
+#         PROTOCOLS=1 (also, on the L7-rich capture, every parser off but
+#         the label, and each protocol's parser alone: where the cost is),
+#         BIN (default target/release/xdprobe, built if missing), MKBENCH
+#         (path of mkbench.py)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/target/release/xdprobe}
 RUNS=${RUNS:-7}
-COPIES=${COPIES:-200}
+COPIES=${COPIES:-1000}
+WORKERS=${WORKERS:-}
+PROTOCOLS=${PROTOCOLS:-0}
+common=(--format none --no-progress)
+[ -n "$WORKERS" ] && common+=(--workers "$WORKERS")
+TIMEFORMAT='%3R %3U %3S'
 FILE=${1:-${XDPROBE_BENCH_PCAP:-/tmp/bench.pcap}}
 MKBENCH=${MKBENCH:-/work/shared/tools/mkbench.py}
 
@@ -43,30 +52,43 @@ rm -f "$tmp"/part-*.pcap
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-# One capture: RUNS rounds of (off, on); prints the medians and the ratio.
+# One capture: RUNS rounds of (off, on, and any further variants as
+# "name:flags"); prints the medians and each variant's cost over off.
 measure() {
     local name=$1 cap=$2
-    rm -f "$tmp/off" "$tmp/on" "$tmp/medians"
+    shift 2
+    local variants=("off:--no-l7" "on:" "$@") v m flags
+    rm -f "$tmp"/v.* "$tmp/medians"
     echo "$name: $(du -h "$cap" | cut -f1), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     for _ in $(seq "$RUNS"); do
-        /usr/bin/time -f "%e %U %S" -a -o "$tmp/off" \
-            "$BIN" pcap "$cap" --format none --no-progress --no-l7 >/dev/null
-        /usr/bin/time -f "%e %U %S" -a -o "$tmp/on" \
-            "$BIN" pcap "$cap" --format none --no-progress >/dev/null
+        for v in "${variants[@]}"; do
+            m=${v%%:*}
+            read -r -a flags <<<"${v#*:}"
+            { time "$BIN" pcap "$cap" "${common[@]}" "${flags[@]}" >/dev/null 2>&1; } 2>>"$tmp/v.$m"
+        done
     done
     echo "$name: load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-    for m in off on; do
-        wall=$(awk '{ print $1 }' "$tmp/$m" | median)
-        cpu=$(awk '{ print $2 + $3 }' "$tmp/$m" | median)
+    for v in "${variants[@]}"; do
+        m=${v%%:*}
+        wall=$(awk '{ print $1 }' "$tmp/v.$m" | median)
+        cpu=$(awk '{ print $2 + $3 }' "$tmp/v.$m" | median)
         echo "$m $wall $cpu" >>"$tmp/medians"
-        printf '%s: L7 %-3s wall median %7.3f s   cpu median %7.3f s   (runs: %s)\n' "$name" "$m" \
-            "$wall" "$cpu" "$(awk '{ printf "%s/%.2f ", $1, $2 + $3 }' "$tmp/$m")"
+        printf '%s: %-9s wall median %7.3f s   cpu median %7.3f s   (runs: %s)\n' "$name" "$m" \
+            "$wall" "$cpu" "$(awk '{ printf "%s/%.3f ", $1, $2 + $3 }' "$tmp/v.$m")"
     done
-    awk -v n="$name" '{ w[$1] = $2; c[$1] = $3 }
-         END { printf "%s: L7 on costs %+.1f %% wall, %+.1f %% CPU over --no-l7\n",
-               n, (w["on"] / w["off"] - 1) * 100, (c["on"] / c["off"] - 1) * 100 }' "$tmp/medians"
+    awk -v n="$name" '{ w[NR] = $2; c[NR] = $3; k[NR] = $1 }
+         END { for (i = 2; i <= NR; i++)
+                   printf "%s: %s costs %+.1f %% wall, %+.1f %% CPU over --no-l7\n",
+                          n, (k[i] == "on" ? "L7 on" : k[i]), (w[i] / w[1] - 1) * 100, (c[i] / c[1] - 1) * 100 }' "$tmp/medians"
 }
 
 measure bench "$FILE"
-measure l7-rich "$rich"
+if [ "$PROTOCOLS" = 1 ]; then
+    all="--no-l7-tls --no-l7-quic --no-l7-http --no-l7-dns"
+    measure l7-rich "$rich" "label:$all" \
+        "tls:${all/--no-l7-tls /}" "quic:${all/--no-l7-quic /}" \
+        "http:${all/--no-l7-http /}" "dns:${all% --no-l7-dns}"
+else
+    measure l7-rich "$rich"
+fi
 "$BIN" pcap "$rich" --format none --no-progress --stats 2>&1 | grep -iE '^ *(l7|flows)' | head -20 || true

@@ -19,6 +19,12 @@
 #         WORKERS (passed as --workers; default: the probe's own),
 #         PROTOCOLS=1 (also, on the L7-rich capture, every parser off but
 #         the label, and each protocol's parser alone: where the cost is),
+#         FLOOR=1 (also, on the L7-rich capture, a build of HEAD with
+#         benches/l7_floor.patch applied: the fingerprints (JA3, JA4) and the
+#         QUIC Initials' keys and decryption computed twice, each first
+#         result thrown away; what it adds over "on" is what that work costs,
+#         and that work plus the label alone is a floor under any parser:
+#         the issue asks for every one of those results),
 #         BIN (default target/release/xdprobe, built if missing), MKBENCH
 #         (path of mkbench.py)
 set -euo pipefail
@@ -29,6 +35,7 @@ RUNS=${RUNS:-7}
 COPIES=${COPIES:-1000}
 WORKERS=${WORKERS:-}
 PROTOCOLS=${PROTOCOLS:-0}
+FLOOR=${FLOOR:-0}
 common=(--format none --no-progress)
 [ -n "$WORKERS" ] && common+=(--workers "$WORKERS")
 TIMEFORMAT='%3R %3U %3S'
@@ -50,6 +57,17 @@ done
 mergecap -F pcap -a -w "$rich" $(for i in $(seq 0 $((COPIES - 1))); do echo "$tmp/part-$i.pcap"; done)
 rm -f "$tmp"/part-*.pcap
 
+# The floor build: HEAD's sources (not the working tree's changes) with the
+# patch applied, built into its own target directory.
+if [ "$FLOOR" = 1 ]; then
+    git -C "$ROOT" archive --format=tar HEAD | tar -x -C "$tmp" --one-top-level=floor-src
+    (cd "$tmp/floor-src" && git apply "$ROOT/benches/l7_floor.patch") ||
+        { echo "benches/l7_floor.patch no longer applies to HEAD: update it" >&2; exit 1; }
+    (cd "$tmp/floor-src" && CARGO_TARGET_DIR="$ROOT/target/l7-floor" \
+        cargo build --release -p xdprobe --bin xdprobe)
+    FLOOR_BIN=$ROOT/target/l7-floor/release/xdprobe
+fi
+
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # One capture: RUNS rounds of (off, on, and any further variants as
@@ -64,7 +82,9 @@ measure() {
         for v in "${variants[@]}"; do
             m=${v%%:*}
             read -r -a flags <<<"${v#*:}"
-            { time "$BIN" pcap "$cap" "${common[@]}" "${flags[@]}" >/dev/null 2>&1; } 2>>"$tmp/v.$m"
+            bin=$BIN
+            [ "$m" = floor ] && bin=$FLOOR_BIN
+            { time "$bin" pcap "$cap" "${common[@]}" "${flags[@]}" >/dev/null 2>&1; } 2>>"$tmp/v.$m"
         done
     done
     echo "$name: load after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -88,7 +108,16 @@ if [ "$PROTOCOLS" = 1 ]; then
     measure l7-rich "$rich" "label:$all" \
         "tls:${all/--no-l7-tls /}" "quic:${all/--no-l7-quic /}" \
         "http:${all/--no-l7-http /}" "dns:${all% --no-l7-dns}"
-else
+elif [ "$FLOOR" != 1 ]; then
     measure l7-rich "$rich"
+fi
+if [ "$FLOOR" = 1 ]; then
+    measure l7-rich "$rich" "label:--no-l7-tls --no-l7-quic --no-l7-http --no-l7-dns" "floor:"
+    awk '{ c[$1] = $3 } END {
+        x = (c["floor"] - c["on"]) / c["off"] * 100
+        printf "l7-rich: the fingerprints and the QUIC Initials (keys, decryption) cost %+.1f %% CPU of --no-l7;\n", x
+        printf "l7-rich: with the label alone (%+.1f %%) that is a floor of %+.1f %% under every parser (L7 on: %+.1f %%)\n",
+               (c["label"] / c["off"] - 1) * 100, x + (c["label"] / c["off"] - 1) * 100,
+               (c["on"] / c["off"] - 1) * 100 }' "$tmp/medians"
 fi
 "$BIN" pcap "$rich" --format none --no-progress --stats 2>&1 | grep -iE '^ *(l7|flows)' | head -20 || true
